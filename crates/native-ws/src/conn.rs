@@ -1,0 +1,392 @@
+//! The state a connection shares between its I/O task and the JS thread: the outbound queue,
+//! backpressure accounting and control requests (end, close, timeout).
+//!
+//! Writing is owned by exactly one side at a time. While `io_busy` is false the JS thread may
+//! write queued frames straight to the socket at the end of its tick (one `write` for every frame
+//! of the tick, no thread hop). When the kernel refuses bytes, or a message must be compressed
+//! (deflate runs only on I/O threads), ownership passes to the I/O task (`io_busy = true`) until
+//! it has emptied the queue. The queue lock is never held across an await.
+
+use crate::codec;
+use crate::config::{Behavior, CORK_LIMIT};
+use crate::deflate::Negotiated;
+use crate::stats::Stats;
+use std::io::{self, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{FromRawFd, RawFd};
+use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::*};
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio::sync::Notify;
+
+/// `send` results, as uWebSockets.js defines them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SendStatus {
+    Backpressure = 0,
+    Success = 1,
+    Dropped = 2,
+}
+
+pub(crate) const CTL_WRITE: u8 = 1;
+pub(crate) const CTL_END: u8 = 2;
+pub(crate) const CTL_CLOSE: u8 = 4;
+pub(crate) const CTL_TIMEOUT: u8 = 8;
+pub(crate) const CTL_OVERFLOW: u8 = 16;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum State {
+    Open,
+    /// a close frame is queued; nothing more may be sent
+    Ending,
+    /// the socket is (being) closed; the fd must not be used
+    Closed,
+}
+
+/// A message waiting for the I/O thread to compress it, inserted at byte `at` of the queue.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Job {
+    pub at: usize,
+    pub opcode: u8,
+    pub start: usize,
+    pub len: usize,
+}
+
+/// Outbound bytes handed from the queue to the I/O task.
+#[derive(Default)]
+pub(crate) struct Taken {
+    pub buf: Vec<u8>,
+    pub jobs: Vec<Job>,
+    pub job_data: Vec<u8>,
+}
+
+struct Outbox {
+    state: State,
+    /// frames ready for the wire
+    buf: Vec<u8>,
+    /// messages to compress, in order, with their payloads in `job_data`
+    jobs: Vec<Job>,
+    job_data: Vec<u8>,
+    /// the I/O task owns writing
+    io_busy: bool,
+    /// bytes queued in the current JS tick
+    tick_bytes: usize,
+    /// a send returned BACKPRESSURE: emit `drain` when the queue empties
+    want_drain: bool,
+    /// in the JS thread's list of sockets to flush
+    dirty: bool,
+    /// code and reason of the close frame we queued
+    close_sent: Option<(u16, String)>,
+}
+
+pub struct Conn {
+    /// Unique per server; the consumer's key for this connection.
+    pub id: u32,
+    fd: RawFd,
+    pub(crate) behavior: Arc<Behavior>,
+    pub(crate) deflate: Option<Negotiated>,
+    threshold: usize,
+    pub(crate) stats: Arc<Stats>,
+    out: Mutex<Outbox>,
+    /// bytes queued in user space and not yet taken by the kernel
+    buffered: AtomicUsize,
+    pub(crate) ctl: AtomicU8,
+    pub(crate) wake: Notify,
+    timeout_ms: AtomicU32,
+}
+
+const MAX_IDLE_CAPACITY: usize = 64 * 1024;
+
+impl Conn {
+    pub(crate) fn new(
+        id: u32,
+        fd: RawFd,
+        behavior: Arc<Behavior>,
+        deflate: Option<Negotiated>,
+        stats: Arc<Stats>,
+    ) -> Conn {
+        let threshold = behavior.compression.as_ref().map_or(usize::MAX, |c| c.threshold);
+        Conn {
+            id,
+            fd,
+            timeout_ms: AtomicU32::new(behavior.idle_timeout_ms),
+            behavior,
+            deflate,
+            threshold,
+            stats,
+            out: Mutex::new(Outbox {
+                state: State::Open,
+                buf: Vec::new(),
+                jobs: Vec::new(),
+                job_data: Vec::new(),
+                io_busy: false,
+                tick_bytes: 0,
+                want_drain: false,
+                dirty: false,
+                close_sent: None,
+            }),
+            buffered: AtomicUsize::new(0),
+            ctl: AtomicU8::new(0),
+            wake: Notify::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Outbox> {
+        self.out.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub(crate) fn request(&self, bits: u8) {
+        self.ctl.fetch_or(bits, Release);
+        self.wake.notify_one();
+    }
+
+    /// Queue one message of `len` bytes; `fill` must append exactly `len` bytes to the vector it
+    /// is given (so a JS string is encoded straight into the queue, no intermediate copy). Returns the status and whether the
+    /// socket just became dirty (the caller must then call [`Conn::flush`] at the end of its tick).
+    pub fn send(
+        &self,
+        opcode: u8,
+        len: usize,
+        compress: bool,
+        fill: impl FnOnce(&mut Vec<u8>),
+    ) -> (SendStatus, bool) {
+        let mut ob = self.lock();
+        if ob.state != State::Open {
+            return (SendStatus::Dropped, false);
+        }
+        let buffered = self.buffered.load(Relaxed);
+        if buffered > self.behavior.max_backpressure {
+            Stats::add(&self.stats.dropped, 1);
+            if self.behavior.close_on_backpressure {
+                ob.state = State::Closed;
+                drop(ob);
+                self.request(CTL_OVERFLOW);
+            }
+            return (SendStatus::Dropped, false);
+        }
+        if compress && self.deflate.is_some() && len >= self.threshold {
+            let start = ob.job_data.len();
+            fill(&mut ob.job_data);
+            assert_eq!(ob.job_data.len(), start + len, "fill appended the wrong length");
+            let at = ob.buf.len();
+            ob.jobs.push(Job { at, opcode, start, len });
+        } else {
+            codec::write_header(&mut ob.buf, true, false, opcode, len, None);
+            let start = ob.buf.len();
+            fill(&mut ob.buf);
+            assert_eq!(ob.buf.len(), start + len, "fill appended the wrong length");
+        }
+        let queued = len + codec::header_size(len, false);
+        self.buffered.fetch_add(queued, Relaxed);
+        Stats::add(&self.stats.messages_out, 1);
+        Stats::add(&self.stats.bytes_out, len);
+        ob.tick_bytes += queued;
+        let newly_dirty = !ob.dirty;
+        ob.dirty = true;
+        let status = if ob.io_busy {
+            SendStatus::Backpressure
+        } else if ob.tick_bytes > CORK_LIMIT {
+            // Past uWS's cork size: write now rather than hold the whole tick in memory.
+            self.flush_locked(&mut ob);
+            if ob.io_busy {
+                SendStatus::Backpressure
+            } else {
+                SendStatus::Success
+            }
+        } else {
+            SendStatus::Success
+        };
+        if status == SendStatus::Backpressure {
+            ob.want_drain = true;
+            Stats::add(&self.stats.backpressure, 1);
+        }
+        (status, newly_dirty)
+    }
+
+    /// End of the JS tick: write what the tick queued, from this thread when the socket is
+    /// ours to write, else leave it to the I/O task.
+    pub fn flush(&self) {
+        let mut ob = self.lock();
+        ob.dirty = false;
+        self.flush_locked(&mut ob);
+    }
+
+    fn flush_locked(&self, ob: &mut Outbox) {
+        ob.tick_bytes = 0;
+        if ob.io_busy || ob.state == State::Closed || (ob.buf.is_empty() && ob.jobs.is_empty()) {
+            return;
+        }
+        if !ob.jobs.is_empty() {
+            ob.io_busy = true;
+            self.request(CTL_WRITE);
+            return;
+        }
+        let mut written = 0;
+        let mut failed = false;
+        while written < ob.buf.len() {
+            match self.write_fd(&ob.buf[written..]) {
+                Ok(0) => {
+                    failed = true;
+                    break;
+                }
+                Ok(n) => written += n,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
+                Err(_) => {
+                    failed = true;
+                    break;
+                }
+            }
+        }
+        self.wrote(written);
+        if written == ob.buf.len() {
+            ob.buf.clear();
+            if ob.buf.capacity() > MAX_IDLE_CAPACITY {
+                ob.buf.shrink_to(MAX_IDLE_CAPACITY);
+            }
+        } else {
+            // The kernel is full (or the peer is gone): the I/O task takes over and waits.
+            ob.buf.drain(..written);
+            ob.io_busy = true;
+            let _ = failed; // the task discovers errors itself when it writes
+            self.request(CTL_WRITE);
+        }
+    }
+
+    /// Non-blocking write on the socket from the JS thread. Only called under the queue lock
+    /// while the state is not Closed, so the fd is open and still ours.
+    fn write_fd(&self, bytes: &[u8]) -> io::Result<usize> {
+        // SAFETY: the fd stays open while state != Closed (the task marks Closed under this lock
+        // before it drops the socket), and ManuallyDrop keeps this borrow from closing it.
+        let stream = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(self.fd) });
+        (&*stream).write(bytes)
+    }
+
+    pub(crate) fn wrote(&self, n: usize) {
+        if n > 0 {
+            self.buffered.fetch_sub(n, Relaxed);
+            Stats::add(&self.stats.wire_out, n);
+        }
+    }
+
+    /// Graceful close: everything queued, then a close frame, then wait for the peer's.
+    pub fn end(&self, code: u16, reason: &str) {
+        let mut ob = self.lock();
+        if ob.state != State::Open {
+            return;
+        }
+        ob.state = State::Ending;
+        ob.close_sent = Some((code, reason.to_string()));
+        let before = ob.buf.len();
+        codec::write_close(&mut ob.buf, code, reason);
+        self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
+        self.flush_locked(&mut ob);
+        drop(ob);
+        self.request(CTL_END);
+    }
+
+    /// Forceful close: no close frame, queued bytes discarded.
+    pub fn close(&self) {
+        let mut ob = self.lock();
+        if ob.state == State::Closed {
+            return;
+        }
+        ob.state = State::Closed;
+        drop(ob);
+        self.request(CTL_CLOSE);
+    }
+
+    pub fn buffered_amount(&self) -> usize {
+        self.buffered.load(Relaxed)
+    }
+
+    /// Idle timeout in ms (0 = off), effective immediately.
+    pub fn set_timeout(&self, ms: u32) {
+        self.timeout_ms.store(ms, Relaxed);
+        self.request(CTL_TIMEOUT);
+    }
+
+    pub(crate) fn timeout_ms(&self) -> u32 {
+        self.timeout_ms.load(Relaxed)
+    }
+
+    /// Task side: queue a control frame (pong, close reply) behind everything already queued
+    /// and take over writing. Returns false when the socket is closed.
+    pub(crate) fn queue_control(&self, opcode: u8, payload: &[u8], closing: bool) -> bool {
+        let mut ob = self.lock();
+        if ob.state == State::Closed || (ob.state == State::Ending && opcode != codec::OP_CLOSE) {
+            return false;
+        }
+        if closing {
+            if ob.state == State::Ending {
+                return false; // our close frame is already queued
+            }
+            ob.state = State::Ending;
+        }
+        let before = ob.buf.len();
+        codec::write_frame(&mut ob.buf, true, false, opcode, payload);
+        self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
+        ob.io_busy = true;
+        true
+    }
+
+    /// Task side: a close frame with `code` unless one was queued already (protocol errors,
+    /// idle timeout, server shutdown).
+    pub(crate) fn queue_close(&self, code: u16, reason: &str) {
+        let mut ob = self.lock();
+        if ob.state != State::Open {
+            return;
+        }
+        ob.state = State::Ending;
+        ob.close_sent = Some((code, reason.to_string()));
+        let before = ob.buf.len();
+        codec::write_close(&mut ob.buf, code, reason);
+        self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
+        ob.io_busy = true;
+    }
+
+    /// The close frame we queued, if any.
+    pub(crate) fn close_sent(&self) -> Option<(u16, String)> {
+        self.lock().close_sent.clone()
+    }
+
+    /// Task side: move the queue into `into` (which must be empty). Returns false when nothing
+    /// is queued: writing goes back to the JS thread, and whether `drain` is due.
+    pub(crate) fn take(&self, into: &mut Taken) -> Result<(), bool> {
+        let mut ob = self.lock();
+        if ob.state == State::Closed {
+            return Err(false);
+        }
+        if ob.buf.is_empty() && ob.jobs.is_empty() {
+            ob.io_busy = false;
+            let drain = std::mem::take(&mut ob.want_drain);
+            if ob.buf.capacity() > MAX_IDLE_CAPACITY {
+                ob.buf = Vec::new();
+            }
+            return Err(drain);
+        }
+        std::mem::swap(&mut ob.buf, &mut into.buf);
+        std::mem::swap(&mut ob.jobs, &mut into.jobs);
+        std::mem::swap(&mut ob.job_data, &mut into.job_data);
+        ob.io_busy = true;
+        Ok(())
+    }
+
+    /// Compressed messages change the queued byte count once they are compressed.
+    pub(crate) fn rebalance(&self, before: usize, after: usize) {
+        if after >= before {
+            self.buffered.fetch_add(after - before, Relaxed);
+        } else {
+            self.buffered.fetch_sub(before - after, Relaxed);
+        }
+    }
+
+    /// Task side, before the socket is dropped: from now on nobody touches the fd.
+    pub(crate) fn mark_closed(&self) {
+        let mut ob = self.lock();
+        ob.state = State::Closed;
+        ob.buf = Vec::new();
+        ob.jobs = Vec::new();
+        ob.job_data = Vec::new();
+        self.buffered.store(0, Relaxed);
+    }
+}

@@ -1,0 +1,54 @@
+//! What the server tells its consumer. The JS bridge implements it by queueing events and
+//! delivering them to JS in batches; the benchmark's pure-Rust responder answers inline.
+//! Every method runs on an I/O thread and must not block.
+
+use crate::conn::Conn;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+/// The request of an upgrade waiting for the consumer's decision.
+#[derive(Debug, Clone)]
+pub struct UpgradeInfo {
+    /// Pass it back to [`crate::Server::decide`].
+    pub token: u64,
+    pub route: u32,
+    pub method: String,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub remote: SocketAddr,
+    pub protocols: Vec<String>,
+    pub extensions: String,
+}
+
+#[derive(Debug, Clone)]
+pub enum Decision {
+    Accept { protocol: Option<String> },
+    Reject { status: u16, body: String },
+}
+
+/// What a new connection was opened with.
+#[derive(Debug, Clone)]
+pub struct OpenInfo {
+    pub route: u32,
+    /// The upgrade token when the route has an upgrade hook (links the hook's user data), else 0.
+    pub token: u64,
+    pub url: String,
+    pub headers: Vec<(String, String)>,
+    pub remote: SocketAddr,
+    pub protocol: String,
+    pub extensions: String,
+}
+
+pub trait Handler: Send + Sync + 'static {
+    /// Only for routes with `upgrade_hook`: answer later with `Server::decide(token, ..)`.
+    fn upgrade(&self, _info: UpgradeInfo) {}
+    fn open(&self, conn: &Arc<Conn>, info: OpenInfo);
+    /// One complete message; `data` is valid UTF-8 when `binary` is false.
+    fn message(&self, conn: &Arc<Conn>, data: &[u8], binary: bool);
+    /// The outbound buffer emptied after a send returned BACKPRESSURE.
+    fn drain(&self, _conn: &Arc<Conn>) {}
+    /// Exactly once per opened connection.
+    fn close(&self, conn: &Arc<Conn>, code: u16, reason: &str);
+    /// End of one read's worth of events: a good moment to wake the consumer.
+    fn flush(&self) {}
+}

@@ -1,0 +1,31 @@
+//! native-ws: the pure-Rust WebSocket server core of ddp-transport-native.
+//!
+//! One module per protocol concern:
+//! - [`handshake`]: HTTP/1.1 upgrade parsing (httparse) and validation, 101/error responses.
+//! - [`codec`]: our own RFC 6455 frame codec (fastwebsockets 0.10 rejects RSV1, which
+//!   permessage-deflate needs, so the server's frame reader and writer are ours).
+//! - [`deflate`]: permessage-deflate (RFC 7692) negotiation, compressor and bounded inflater.
+//! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
+//! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
+//! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
+//! - [`server`]: the runtime, listeners, socket adoption, the handshake flow.
+//! - [`handler`]: the trait the consumer implements (the JS bridge, or a pure-Rust responder).
+//!
+//! Data flows socket → codec → message → handler (batched by the consumer) with no back-and-forth.
+
+pub mod codec;
+pub mod config;
+pub mod conn;
+pub mod deflate;
+pub mod handler;
+pub mod handshake;
+pub mod message;
+pub mod server;
+pub mod stats;
+mod task;
+
+pub use config::Behavior;
+pub use conn::{Conn, SendStatus};
+pub use handler::{Decision, Handler, OpenInfo, UpgradeInfo};
+pub use server::Server;
+pub use stats::Stats;

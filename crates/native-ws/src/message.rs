@@ -1,0 +1,325 @@
+//! Frames → messages: fragmentation rules, the payload and fragment caps, permessage-deflate
+//! inflating (capped on inflated bytes, across fragments) and UTF-8 validation of text
+//! (incremental, so a bad sequence fails as soon as it arrives).
+
+use crate::codec::{self, ProtocolError, Role, Utf8Validator};
+use crate::deflate::{InflateError, Inflater, Negotiated};
+
+/// One complete message or control frame, borrowed from the read buffer or the message buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Msg<'a> {
+    /// `text` payloads are valid UTF-8.
+    Data { text: bool, payload: &'a [u8] },
+    Ping(&'a [u8]),
+    Pong(&'a [u8]),
+    Close(u16, &'a str),
+}
+
+/// What [`Reader::read`] did with a buffer.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Progress {
+    /// bytes of whole frames consumed
+    pub consumed: usize,
+    /// bytes the next (partial) frame needs in total, when known
+    pub need: Option<usize>,
+    /// a close frame was read: the caller stops reading
+    pub closed: bool,
+}
+
+const TOO_BIG: ProtocolError = ProtocolError { code: codec::CLOSE_TOO_BIG, reason: "message too big" };
+const BAD_UTF8: ProtocolError = ProtocolError { code: codec::CLOSE_INVALID_DATA, reason: "invalid UTF-8" };
+
+/// Per-connection message assembly state.
+pub struct Reader {
+    max_payload: usize,
+    max_fragments: u32,
+    deflate: Option<(u8, bool)>,
+    inflater: Option<Inflater>,
+    /// opcode of the fragmented message in progress (0 = none)
+    opcode: u8,
+    compressed: bool,
+    fragments: u32,
+    msg: Vec<u8>,
+    utf8: Utf8Validator,
+}
+
+fn inflate_error(e: InflateError) -> ProtocolError {
+    match e {
+        InflateError::TooBig => TOO_BIG,
+        InflateError::Corrupt => ProtocolError { code: codec::CLOSE_INVALID_DATA, reason: "corrupt deflate data" },
+    }
+}
+
+impl Reader {
+    pub fn new(max_payload: usize, max_fragments: u32, deflate: Option<&Negotiated>) -> Reader {
+        Reader {
+            max_payload,
+            max_fragments,
+            deflate: deflate.map(|n| (n.client_window_bits, n.client_no_context_takeover)),
+            inflater: None,
+            opcode: 0,
+            compressed: false,
+            fragments: 0,
+            msg: Vec::new(),
+            utf8: Utf8Validator::new(),
+        }
+    }
+
+    /// Parse every whole frame at the start of `buf` (unmasking in place) and hand each complete
+    /// message to `on`. Stops after a close frame.
+    pub fn read(
+        &mut self,
+        buf: &mut [u8],
+        on: &mut dyn FnMut(Msg<'_>),
+    ) -> Result<Progress, ProtocolError> {
+        let mut pos = 0;
+        while pos < buf.len() {
+            let Some(h) = codec::parse_header(&buf[pos..], Role::Server, self.deflate.is_some())? else {
+                return Ok(Progress { consumed: pos, need: None, closed: false });
+            };
+            let data_frame = h.opcode < 8;
+            // Caps checked on the header, before any payload is buffered. Compressed frames are
+            // capped on inflated bytes later; their wire size may exceed the cap only slightly.
+            let limit = if h.rsv1 || (self.compressed && data_frame) {
+                self.max_payload.saturating_add(self.max_payload / 16 + 1024)
+            } else {
+                self.max_payload
+            };
+            let so_far = if h.opcode == codec::OP_CONTINUATION { self.msg.len() as u64 } else { 0 };
+            if data_frame && h.payload_len + so_far > limit as u64 {
+                return Err(TOO_BIG);
+            }
+            let total = h.header_len + h.payload_len as usize;
+            if buf.len() - pos < total {
+                return Ok(Progress { consumed: pos, need: Some(total), closed: false });
+            }
+            let payload = &mut buf[pos + h.header_len..pos + total];
+            if let Some(key) = h.mask {
+                codec::apply_mask(payload, key, 0);
+            }
+            pos += total;
+            match h.opcode {
+                codec::OP_PING => on(Msg::Ping(payload)),
+                codec::OP_PONG => on(Msg::Pong(payload)),
+                codec::OP_CLOSE => {
+                    let (code, reason) = codec::parse_close_payload(payload)?;
+                    on(Msg::Close(code, reason));
+                    return Ok(Progress { consumed: pos, need: None, closed: true });
+                }
+                codec::OP_CONTINUATION => {
+                    if self.opcode == 0 {
+                        return Err(ProtocolError { code: codec::CLOSE_PROTOCOL_ERROR, reason: "continuation without a message" });
+                    }
+                    if h.rsv1 {
+                        return Err(ProtocolError { code: codec::CLOSE_PROTOCOL_ERROR, reason: "RSV1 on a continuation frame" });
+                    }
+                    self.fragments += 1;
+                    if self.fragments > self.max_fragments {
+                        return Err(ProtocolError { code: codec::CLOSE_TOO_BIG, reason: "too many fragments" });
+                    }
+                    self.append(payload, h.fin)?;
+                    if h.fin {
+                        self.deliver(on);
+                    }
+                }
+                _ => {
+                    if self.opcode != 0 {
+                        return Err(ProtocolError { code: codec::CLOSE_PROTOCOL_ERROR, reason: "expected a continuation frame" });
+                    }
+                    let text = h.opcode == codec::OP_TEXT;
+                    if h.fin && !h.rsv1 {
+                        // The common case: a whole message in one frame, delivered in place.
+                        if text && std::str::from_utf8(payload).is_err() {
+                            return Err(BAD_UTF8);
+                        }
+                        on(Msg::Data { text, payload });
+                        continue;
+                    }
+                    self.opcode = h.opcode;
+                    self.compressed = h.rsv1;
+                    self.fragments = 1;
+                    self.append(payload, h.fin)?;
+                    if h.fin {
+                        self.deliver(on);
+                    }
+                }
+            }
+        }
+        Ok(Progress { consumed: pos, need: None, closed: false })
+    }
+
+    /// Add one fragment's payload to the message in progress (inflating it if compressed).
+    fn append(&mut self, payload: &[u8], fin: bool) -> Result<(), ProtocolError> {
+        let start = self.msg.len();
+        if self.compressed {
+            let (bits, no_context) = self.deflate.expect("RSV1 accepted only with deflate");
+            let inflater = self.inflater.get_or_insert_with(|| Inflater::new(bits, no_context));
+            inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
+            if fin {
+                inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;
+            }
+        } else {
+            if self.msg.len() + payload.len() > self.max_payload {
+                return Err(TOO_BIG);
+            }
+            self.msg.extend_from_slice(payload);
+        }
+        if self.opcode == codec::OP_TEXT && !self.utf8.feed(&self.msg[start..], fin) {
+            return Err(BAD_UTF8);
+        }
+        Ok(())
+    }
+
+    fn deliver(&mut self, on: &mut dyn FnMut(Msg<'_>)) {
+        on(Msg::Data { text: self.opcode == codec::OP_TEXT, payload: &self.msg });
+        self.opcode = 0;
+        self.compressed = false;
+        self.fragments = 0;
+        self.msg.clear();
+        if self.msg.capacity() > 64 * 1024 {
+            self.msg = Vec::new();
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::deflate::{Deflater, DeflateConfig, negotiate};
+
+    const KEY: [u8; 4] = [1, 2, 3, 4];
+
+    fn frame(fin: bool, rsv1: bool, op: u8, payload: &[u8]) -> Vec<u8> {
+        let mut out = Vec::new();
+        codec::write_header(&mut out, fin, rsv1, op, payload.len(), Some(KEY));
+        let start = out.len();
+        out.extend_from_slice(payload);
+        codec::apply_mask(&mut out[start..], KEY, 0);
+        out
+    }
+
+    fn run(r: &mut Reader, mut bytes: Vec<u8>) -> (Result<Progress, ProtocolError>, Vec<String>) {
+        let mut got = Vec::new();
+        let res = r.read(&mut bytes, &mut |m| {
+            got.push(match m {
+                Msg::Data { text, payload } => format!("{}:{}", if text { "t" } else { "b" }, String::from_utf8_lossy(payload)),
+                Msg::Ping(p) => format!("ping:{}", String::from_utf8_lossy(p)),
+                Msg::Pong(p) => format!("pong:{}", String::from_utf8_lossy(p)),
+                Msg::Close(c, r) => format!("close:{c}:{r}"),
+            })
+        });
+        (res, got)
+    }
+
+    #[test]
+    fn whole_and_fragmented_messages_with_interleaved_control() {
+        let mut r = Reader::new(1024, 10, None);
+        let mut bytes = frame(true, false, codec::OP_TEXT, b"hello");
+        bytes.extend(frame(false, false, codec::OP_BINARY, b"ab"));
+        bytes.extend(frame(true, false, codec::OP_PING, b"p"));
+        bytes.extend(frame(true, false, codec::OP_CONTINUATION, b"cd"));
+        let (res, got) = run(&mut r, bytes.clone());
+        assert_eq!(res.unwrap(), Progress { consumed: bytes.len(), need: None, closed: false });
+        assert_eq!(got, vec!["t:hello", "ping:p", "b:abcd"]);
+    }
+
+    #[test]
+    fn partial_frames_report_what_they_need() {
+        let mut r = Reader::new(1024, 10, None);
+        let bytes = frame(true, false, codec::OP_TEXT, b"hello");
+        for cut in 0..bytes.len() {
+            let (res, got) = run(&mut r, bytes[..cut].to_vec());
+            let p = res.unwrap();
+            assert_eq!(p.consumed, 0);
+            assert!(got.is_empty());
+            if cut >= 6 {
+                assert_eq!(p.need, Some(bytes.len()));
+            }
+        }
+    }
+
+    #[test]
+    fn protocol_errors_have_their_codes() {
+        let cases: Vec<(Vec<u8>, u16)> = vec![
+            (frame(true, false, codec::OP_CONTINUATION, b"x"), 1002),
+            ([frame(false, false, codec::OP_TEXT, b"x"), frame(true, false, codec::OP_TEXT, b"y")].concat(), 1002),
+            (frame(true, false, codec::OP_TEXT, &[0xff]), 1007),
+            ([frame(false, false, codec::OP_TEXT, &[0xce]), frame(true, false, codec::OP_CONTINUATION, &[0x41])].concat(), 1007),
+            (frame(true, false, codec::OP_BINARY, &[0; 1025]), 1009),
+            ([frame(false, false, codec::OP_BINARY, &[0; 600]), frame(true, false, codec::OP_CONTINUATION, &[0; 600])].concat(), 1009),
+            (frame(true, true, codec::OP_TEXT, b"x"), 1002),
+            (frame(true, false, codec::OP_CLOSE, &[0x03, 0xe7]), 1002),
+        ];
+        for (bytes, code) in cases {
+            let mut r = Reader::new(1024, 10, None);
+            let (res, _) = run(&mut r, bytes);
+            assert_eq!(res.unwrap_err().code, code);
+        }
+    }
+
+    #[test]
+    fn fragment_cap() {
+        let mut r = Reader::new(1 << 20, 3, None);
+        let mut bytes = frame(false, false, codec::OP_BINARY, b"a");
+        for _ in 0..3 {
+            bytes.extend(frame(false, false, codec::OP_CONTINUATION, b"a"));
+        }
+        assert_eq!(run(&mut r, bytes).0.unwrap_err().code, 1009);
+    }
+
+    #[test]
+    fn close_stops_reading() {
+        let mut r = Reader::new(1024, 10, None);
+        let mut bytes = frame(true, false, codec::OP_CLOSE, &[0x03, 0xe8, b'o', b'k']);
+        bytes.extend(frame(true, false, codec::OP_TEXT, b"after"));
+        let (res, got) = run(&mut r, bytes);
+        assert!(res.unwrap().closed);
+        assert_eq!(got, vec!["close:1000:ok"]);
+    }
+
+    fn deflate_session() -> (Negotiated, Deflater) {
+        let n = negotiate("permessage-deflate; client_max_window_bits", &DeflateConfig::default()).unwrap();
+        // a client-side compressor for the frames we feed the server
+        (n, Deflater::new(6, 15, false))
+    }
+
+    #[test]
+    fn compressed_messages_whole_and_fragmented() {
+        let (n, mut client) = deflate_session();
+        let mut r = Reader::new(1 << 20, 100, Some(&n));
+        let text = "compress me ".repeat(200);
+        let mut z = Vec::new();
+        client.compress(text.as_bytes(), &mut z);
+        let mut bytes = frame(true, true, codec::OP_TEXT, &z);
+        let mut z2 = Vec::new();
+        client.compress(text.as_bytes(), &mut z2);
+        let (a, b) = z2.split_at(z2.len() / 2);
+        bytes.extend(frame(false, true, codec::OP_TEXT, a));
+        bytes.extend(frame(true, false, codec::OP_CONTINUATION, b));
+        bytes.extend(frame(true, false, codec::OP_TEXT, b"plain"));
+        let (res, got) = run(&mut r, bytes);
+        res.unwrap();
+        assert_eq!(got, vec![format!("t:{text}"), format!("t:{text}"), "t:plain".to_string()]);
+    }
+
+    #[test]
+    fn zip_bomb_closes_at_the_cap() {
+        let (n, mut client) = deflate_session();
+        let mut r = Reader::new(1 << 20, 100, Some(&n));
+        let mut z = Vec::new();
+        client.compress(&vec![0u8; 16 << 20], &mut z);
+        assert!(z.len() < 1 << 20);
+        let (res, got) = run(&mut r, frame(true, true, codec::OP_BINARY, &z));
+        assert_eq!(res.unwrap_err().code, 1009);
+        assert!(got.is_empty());
+        assert!(r.msg.capacity() <= (1 << 20) + 64 * 1024);
+    }
+
+    #[test]
+    fn rsv1_on_continuation_is_a_protocol_error() {
+        let (n, _) = deflate_session();
+        let mut r = Reader::new(1024, 10, Some(&n));
+        let bytes = [frame(false, false, codec::OP_TEXT, b"a"), frame(true, true, codec::OP_CONTINUATION, b"b")].concat();
+        assert_eq!(run(&mut r, bytes).0.unwrap_err().code, 1002);
+    }
+}

@@ -1,0 +1,360 @@
+//! The server: a tokio runtime on a small dedicated pool, routes, standalone listeners,
+//! adoption of sockets that Node's http.Server already accepted (same port), the internal
+//! loopback listener for sockets without an fd (TLS in Node), and the handshake flow.
+
+use crate::config::{Behavior, HANDSHAKE_TIMEOUT};
+use crate::conn::Conn;
+use crate::deflate;
+use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
+use crate::handshake::{self, HttpError, Request};
+use crate::stats::Stats;
+use crate::task;
+use std::collections::HashMap;
+use std::io;
+use std::net::{SocketAddr, ToSocketAddrs};
+use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex, RwLock};
+use tokio::io::AsyncWriteExt;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::runtime::Runtime;
+use tokio::sync::oneshot;
+use tokio::task::AbortHandle;
+
+/// First line a connection to the internal listener must send: `PEER <secret> <ip> <port>\r\n`.
+const PREAMBLE_TAG: &str = "PEER ";
+
+struct Shared {
+    handler: Arc<dyn Handler>,
+    routes: RwLock<Vec<(String, Arc<Behavior>)>>,
+    stats: Arc<Stats>,
+    next_id: AtomicU32,
+    next_token: AtomicU64,
+    pending: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
+    draining: AtomicBool,
+    secret: String,
+}
+
+pub struct Server {
+    runtime: Option<Runtime>,
+    shared: Arc<Shared>,
+    listeners: Mutex<Vec<AbortHandle>>,
+    internal: Mutex<Option<SocketAddr>>,
+}
+
+/// Where a connection's HTTP request comes from.
+enum Source {
+    /// read it from the socket
+    Socket,
+    /// read it from the socket after the internal listener's preamble
+    Preamble,
+    /// Node already parsed it; these bytes followed the head
+    Parsed(Request, Vec<u8>),
+}
+
+fn random_secret() -> String {
+    use std::collections::hash_map::RandomState;
+    use std::hash::{BuildHasher, Hasher};
+    (0..4)
+        .map(|i| {
+            let mut h = RandomState::new().build_hasher();
+            h.write_u64(i);
+            format!("{:016x}", h.finish())
+        })
+        .collect()
+}
+
+impl Server {
+    /// Start the I/O pool (`threads` tokio workers).
+    pub fn new(threads: usize, handler: Arc<dyn Handler>) -> io::Result<Server> {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(threads.max(1))
+            .thread_name("native-ws-io")
+            .enable_all()
+            .build()?;
+        Ok(Server {
+            runtime: Some(runtime),
+            shared: Arc::new(Shared {
+                handler,
+                routes: RwLock::new(Vec::new()),
+                stats: Arc::new(Stats::default()),
+                next_id: AtomicU32::new(1),
+                next_token: AtomicU64::new(1),
+                pending: Mutex::new(HashMap::new()),
+                draining: AtomicBool::new(false),
+                secret: random_secret(),
+            }),
+            listeners: Mutex::new(Vec::new()),
+            internal: Mutex::new(None),
+        })
+    }
+
+    fn rt(&self) -> &Runtime {
+        self.runtime.as_ref().expect("server is running")
+    }
+
+    /// Add a route; returns its index (reported in [`OpenInfo::route`]).
+    pub fn add_route(&self, pattern: &str, behavior: Behavior) -> u32 {
+        let mut routes = self.shared.routes.write().unwrap();
+        routes.push((pattern.to_string(), Arc::new(behavior)));
+        (routes.len() - 1) as u32
+    }
+
+    pub fn stats(&self) -> &Stats {
+        &self.shared.stats
+    }
+
+    /// Bind `host:port` (port 0 = any) and accept on the I/O pool. Fails loudly (EADDRINUSE);
+    /// never shares a port through SO_REUSEPORT.
+    pub fn listen(&self, host: &str, port: u16) -> io::Result<SocketAddr> {
+        let addr = (host, port)
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("cannot resolve {host}")))?;
+        self.listen_on(addr, Source::Socket)
+    }
+
+    fn listen_on(&self, addr: SocketAddr, source: Source) -> io::Result<SocketAddr> {
+        let std_listener = std::net::TcpListener::bind(addr)?;
+        std_listener.set_nonblocking(true)?;
+        let local = std_listener.local_addr()?;
+        let _enter = self.rt().enter();
+        let listener = TcpListener::from_std(std_listener)?;
+        let preamble = matches!(source, Source::Preamble);
+        let shared = self.shared.clone();
+        let handle = self.rt().spawn(async move {
+            loop {
+                match listener.accept().await {
+                    Ok((stream, remote)) => {
+                        let source = if preamble { Source::Preamble } else { Source::Socket };
+                        tokio::spawn(serve(shared.clone(), stream, remote, source));
+                    }
+                    // Out of fds or similar: back off instead of spinning.
+                    Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
+                }
+            }
+        });
+        self.listeners.lock().unwrap().push(handle.abort_handle());
+        Ok(local)
+    }
+
+    /// The internal loopback listener for sockets without an fd, opened on first use on
+    /// 127.0.0.1 port 0 (kernel-chosen, never colliding). Returns its address and the secret
+    /// that its preamble line must carry.
+    pub fn internal_listener(&self) -> io::Result<(SocketAddr, String)> {
+        let mut internal = self.internal.lock().unwrap();
+        if let Some(addr) = *internal {
+            return Ok((addr, self.shared.secret.clone()));
+        }
+        let addr = self.listen_on(SocketAddr::from(([127, 0, 0, 1], 0)), Source::Preamble)?;
+        *internal = Some(addr);
+        Ok((addr, self.shared.secret.clone()))
+    }
+
+    /// Take over a socket accepted by someone else (Node's http.Server): `fd` is duplicated
+    /// (the caller then closes its own), `req` is the request head it parsed, `head` the bytes
+    /// that followed it. The handshake is validated and answered here.
+    pub fn adopt(&self, fd: RawFd, req: Request, head: Vec<u8>) -> io::Result<()> {
+        // SAFETY: the caller guarantees `fd` is an open socket for the duration of this call.
+        let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+        let std_stream = std::net::TcpStream::from(owned);
+        std_stream.set_nonblocking(true)?;
+        let remote = std_stream.peer_addr()?;
+        let _enter = self.rt().enter();
+        let stream = TcpStream::from_std(std_stream)?;
+        self.rt().spawn(serve(self.shared.clone(), stream, remote, Source::Parsed(req, head)));
+        Ok(())
+    }
+
+    /// Answer an upgrade the handler was asked about.
+    pub fn decide(&self, token: u64, decision: Decision) {
+        if let Some(tx) = self.shared.pending.lock().unwrap().remove(&token) {
+            let _ = tx.send(decision);
+        }
+    }
+
+    /// While draining, new upgrades are refused with 503.
+    pub fn set_draining(&self, on: bool) {
+        self.shared.draining.store(on, Relaxed);
+    }
+
+    /// Stop every listener (the ports are released).
+    pub fn stop_listening(&self) {
+        for h in self.listeners.lock().unwrap().drain(..) {
+            h.abort();
+        }
+        *self.internal.lock().unwrap() = None;
+    }
+
+    /// Stop everything now: listeners, handshakes and connections are dropped (sockets closed).
+    pub fn shutdown(&mut self) {
+        self.stop_listening();
+        if let Some(rt) = self.runtime.take() {
+            rt.shutdown_background();
+        }
+    }
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+/// Removes a pending upgrade decision if the handshake is abandoned (timeout, disconnect).
+struct PendingGuard<'a>(&'a Shared, u64);
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.0.pending.lock().unwrap().remove(&self.1);
+    }
+}
+
+async fn serve(shared: Arc<Shared>, mut stream: TcpStream, remote: SocketAddr, source: Source) {
+    let _ = stream.set_nodelay(true);
+    let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&shared, &mut stream, remote, source)).await;
+    let Ok(Some((conn, leftover, info))) = accepted else {
+        // Refused (answered already) or too slow (slowloris): drop the socket.
+        return;
+    };
+    task::run(conn, stream, leftover, shared.handler.clone(), info).await;
+}
+
+async fn refuse(shared: &Shared, stream: &mut TcpStream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+    refuse_with(shared, stream, e.status, e.message).await
+}
+
+async fn refuse_with(shared: &Shared, stream: &mut TcpStream, status: u16, body: &str) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+    Stats::add(&shared.stats.upgrades_rejected, 1);
+    let mut out = Vec::new();
+    handshake::write_error(&mut out, status, body);
+    let _ = stream.write_all(&out).await;
+    let _ = stream.shutdown().await;
+    None
+}
+
+async fn read_head(stream: &mut TcpStream, preamble: bool, secret: &str) -> Result<Option<(Request, Vec<u8>, Option<SocketAddr>)>, HttpError> {
+    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    let mut peer = None;
+    let mut start = 0;
+    loop {
+        stream.readable().await.map_err(|_| HttpError { status: 400, message: "read failed" })?;
+        buf.reserve(1024);
+        match stream.try_read_buf(&mut buf) {
+            Ok(0) => return Ok(None),
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => continue,
+            Err(_) => return Ok(None),
+        }
+        if preamble && peer.is_none() {
+            let Some(eol) = buf.windows(2).position(|w| w == b"\r\n") else {
+                if buf.len() > 256 {
+                    return Ok(None);
+                }
+                continue;
+            };
+            peer = Some(parse_preamble(&buf[..eol], secret).ok_or(HttpError { status: 400, message: "bad preamble" })?);
+            start = eol + 2;
+        }
+        if let Some((req, used)) = handshake::parse_request(&buf[start..])? {
+            return Ok(Some((req, buf[start + used..].to_vec(), peer)));
+        }
+    }
+}
+
+fn parse_preamble(line: &[u8], secret: &str) -> Option<SocketAddr> {
+    let line = std::str::from_utf8(line).ok()?.strip_prefix(PREAMBLE_TAG)?;
+    let mut parts = line.split(' ');
+    if parts.next()? != secret {
+        return None;
+    }
+    let ip: std::net::IpAddr = parts.next()?.parse().ok()?;
+    let port: u16 = parts.next()?.parse().ok()?;
+    Some(SocketAddr::new(ip, port))
+}
+
+async fn handshake(
+    shared: &Shared,
+    stream: &mut TcpStream,
+    mut remote: SocketAddr,
+    source: Source,
+) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+    let (req, leftover) = match source {
+        Source::Parsed(req, head) => (req, head),
+        Source::Socket | Source::Preamble => {
+            let preamble = matches!(source, Source::Preamble);
+            match read_head(stream, preamble, &shared.secret).await {
+                Ok(Some((req, rest, peer))) => {
+                    if let Some(p) = peer {
+                        remote = p;
+                    }
+                    (req, rest)
+                }
+                Ok(None) => return None,
+                Err(e) => return refuse(shared, stream, e).await,
+            }
+        }
+    };
+    let upgrade = match handshake::validate(&req) {
+        Ok(u) => u,
+        Err(e) => return refuse(shared, stream, e).await,
+    };
+    if shared.draining.load(Relaxed) {
+        return refuse(shared, stream, HttpError { status: 503, message: "Server is draining" }).await;
+    }
+    let route = {
+        let routes = shared.routes.read().unwrap();
+        routes
+            .iter()
+            .position(|(p, _)| handshake::path_matches(p, req.path()))
+            .map(|i| (i as u32, routes[i].1.clone()))
+    };
+    let Some((route, behavior)) = route else {
+        return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
+    };
+    let negotiated = behavior.compression.as_ref().and_then(|c| deflate::negotiate(&upgrade.extensions, c));
+    let mut protocol = None;
+    let mut token = 0;
+    if behavior.upgrade_hook {
+        token = shared.next_token.fetch_add(1, Relaxed);
+        let (tx, rx) = oneshot::channel();
+        shared.pending.lock().unwrap().insert(token, tx);
+        let _guard = PendingGuard(shared, token);
+        shared.handler.upgrade(UpgradeInfo {
+            token,
+            route,
+            method: req.method.clone(),
+            url: req.url.clone(),
+            headers: req.headers.clone(),
+            remote,
+            protocols: upgrade.protocols.clone(),
+            extensions: upgrade.extensions.clone(),
+        });
+        shared.handler.flush();
+        match rx.await {
+            Ok(Decision::Accept { protocol: p }) => {
+                protocol = p.filter(|p| upgrade.protocols.iter().any(|o| o == p));
+            }
+            Ok(Decision::Reject { status, body }) => return refuse_with(shared, stream, status, &body).await,
+            Err(_) => return refuse(shared, stream, HttpError { status: 500, message: "Upgrade not answered" }).await,
+        }
+    }
+    let extensions = negotiated.as_ref().map(|n| n.response.clone());
+    let mut out = Vec::with_capacity(256);
+    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref());
+    stream.write_all(&out).await.ok()?;
+    Stats::add(&shared.stats.upgrades_accepted, 1);
+    shared.stats.connections.fetch_add(1, Relaxed);
+    let id = shared.next_id.fetch_add(1, Relaxed);
+    let conn = Arc::new(Conn::new(id, stream.as_raw_fd(), behavior, negotiated, shared.stats.clone()));
+    let info = OpenInfo {
+        route,
+        token,
+        url: req.url,
+        headers: req.headers,
+        remote,
+        protocol: protocol.unwrap_or_default(),
+        extensions: extensions.unwrap_or_default(),
+    };
+    Some((conn, leftover, info))
+}

@@ -1,0 +1,450 @@
+//! The per-connection task on an I/O thread: reads into a per-thread buffer, runs frames
+//! through the message reader, hands messages to the handler, writes what the JS thread left
+//! to it (compressing on this thread), answers pings and closes, and keeps the idle timer.
+
+use crate::codec;
+use crate::config::{CLOSE_WAIT, READ_CHUNK};
+use crate::conn::{Conn, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
+use crate::deflate::Deflater;
+use crate::handler::{Handler, OpenInfo};
+use crate::message::{Msg, Reader};
+use crate::stats::Stats;
+use std::cell::RefCell;
+use std::io;
+use std::sync::atomic::Ordering::Acquire;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::time::Instant;
+
+thread_local! {
+    /// Receive buffer shared by every socket of this I/O thread (nothing per idle socket).
+    static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
+    /// With server_no_context_takeover one compressor per thread serves every socket.
+    static SHARED_DEFLATERS: RefCell<Vec<((u32, u8), Deflater)>> = const { RefCell::new(Vec::new()) };
+}
+
+type Outcome = (u16, String);
+
+fn abnormal() -> Outcome {
+    (codec::CLOSE_ABNORMAL, String::new())
+}
+
+struct Task {
+    conn: Arc<Conn>,
+    handler: Arc<dyn Handler>,
+    reader: Reader,
+    /// bytes of a partial frame, kept only while one is pending
+    rbuf: Vec<u8>,
+    need: usize,
+    reading: bool,
+    /// bytes being written by this task
+    wbuf: Vec<u8>,
+    wpos: usize,
+    taken: Taken,
+    zbuf: Vec<u8>,
+    deflater: Option<Deflater>,
+    want_write: bool,
+    /// our side is shut down: read and discard until the peer's FIN (bounded by close_deadline)
+    discard: bool,
+    /// how the connection ends once the queue is written (close reply, error, timeout)
+    finish: Option<Outcome>,
+    /// we sent a close frame and wait for the peer's until then
+    close_deadline: Option<Instant>,
+    last_rx: Instant,
+    ping_sent: bool,
+    /// dropped after `Drop::drop` marked the connection closed, so the fd is never reused under it
+    stream: TcpStream,
+}
+
+impl Drop for Task {
+    fn drop(&mut self) {
+        self.conn.mark_closed();
+    }
+}
+
+/// Run an upgraded connection until it closes; `initial` are bytes read past the HTTP head.
+pub(crate) async fn run(
+    conn: Arc<Conn>,
+    stream: TcpStream,
+    initial: Vec<u8>,
+    handler: Arc<dyn Handler>,
+    info: OpenInfo,
+) {
+    let behavior = conn.behavior.clone();
+    let mut task = Task {
+        reader: Reader::new(behavior.max_payload, behavior.max_fragments, conn.deflate.as_ref()),
+        conn: conn.clone(),
+        handler: handler.clone(),
+        rbuf: Vec::new(),
+        need: 0,
+        reading: true,
+        wbuf: Vec::new(),
+        wpos: 0,
+        taken: Taken::default(),
+        zbuf: Vec::new(),
+        deflater: None,
+        want_write: false,
+        discard: false,
+        finish: None,
+        close_deadline: None,
+        last_rx: Instant::now(),
+        ping_sent: false,
+        stream,
+    };
+    handler.open(&conn, info);
+    let (code, reason) = task.main(initial).await;
+    // Close the socket (FIN) before telling the consumer; the fd is released with the task.
+    drop(task);
+    conn.stats.closed(code);
+    handler.close(&conn, code, &reason);
+    handler.flush();
+}
+
+impl Task {
+    async fn main(&mut self, initial: Vec<u8>) -> Outcome {
+        if !initial.is_empty() {
+            Stats::add(&self.conn.stats.wire_in, initial.len());
+            self.rbuf = initial;
+            if let Some(out) = self.process_rbuf() {
+                return out;
+            }
+        }
+        let sleep = tokio::time::sleep(Duration::from_secs(86_400));
+        tokio::pin!(sleep);
+        let mut armed: Option<Instant> = None;
+        loop {
+            let deadline = self.deadline();
+            if deadline != armed {
+                if let Some(d) = deadline {
+                    sleep.as_mut().reset(d);
+                }
+                armed = deadline;
+            }
+            let step = tokio::select! {
+                biased;
+                _ = self.conn.wake.notified() => self.on_control(),
+                r = self.stream.readable(), if self.reading || self.discard => match r {
+                    Ok(()) => self.on_readable(),
+                    Err(_) => Some(abnormal()),
+                },
+                r = self.stream.writable(), if self.want_write => match r {
+                    Ok(()) => self.pump(),
+                    Err(_) => Some(abnormal()),
+                },
+                _ = &mut sleep, if armed.is_some() => {
+                    armed = None;
+                    self.on_timer()
+                }
+            };
+            if let Some(out) = step {
+                return out;
+            }
+        }
+    }
+
+    fn deadline(&self) -> Option<Instant> {
+        if let Some(d) = self.close_deadline {
+            return Some(d);
+        }
+        let ms = self.conn.timeout_ms();
+        if ms == 0 {
+            return None;
+        }
+        let full = Duration::from_millis(ms as u64);
+        if self.conn.behavior.send_pings && !self.ping_sent {
+            Some(self.last_rx + full / 2)
+        } else {
+            Some(self.last_rx + full)
+        }
+    }
+
+    fn on_timer(&mut self) -> Option<Outcome> {
+        let now = Instant::now();
+        if let Some(d) = self.close_deadline {
+            if now >= d {
+                return Some(self.finish.take().unwrap_or_else(abnormal));
+            }
+            return None;
+        }
+        let ms = self.conn.timeout_ms();
+        if ms == 0 {
+            return None;
+        }
+        let full = Duration::from_millis(ms as u64);
+        if now >= self.last_rx + full {
+            return self.fail(codec::CLOSE_GOING_AWAY, "idle timeout");
+        }
+        if self.conn.behavior.send_pings && !self.ping_sent && now >= self.last_rx + full / 2 {
+            self.ping_sent = true;
+            if self.conn.queue_control(codec::OP_PING, b"", false) {
+                return self.pump();
+            }
+        }
+        None
+    }
+
+    fn on_control(&mut self) -> Option<Outcome> {
+        let bits = self.conn.ctl.swap(0, Acquire);
+        if bits & CTL_CLOSE != 0 {
+            return Some(abnormal());
+        }
+        if bits & CTL_OVERFLOW != 0 {
+            return Some((codec::CLOSE_TRY_AGAIN, "backpressure limit".into()));
+        }
+        if bits & CTL_END != 0 && self.close_deadline.is_none() {
+            // end(): our close frame is queued; wait (bounded) for the peer's.
+            self.close_deadline = Some(Instant::now() + CLOSE_WAIT);
+            if self.finish.is_none() {
+                self.finish = Some(self.conn.close_sent().unwrap_or_else(abnormal));
+            }
+        }
+        if bits & (CTL_WRITE | CTL_END) != 0 {
+            return self.pump();
+        }
+        None
+    }
+
+    /// Fail the connection: close frame with `code`, flush, close TCP.
+    fn fail(&mut self, code: u16, reason: &str) -> Option<Outcome> {
+        self.reading = false;
+        self.conn.queue_close(code, reason);
+        self.finish = Some((code, reason.to_string()));
+        self.close_deadline.get_or_insert(Instant::now() + CLOSE_WAIT);
+        self.pump()
+    }
+
+    fn on_readable(&mut self) -> Option<Outcome> {
+        if self.discard {
+            return SCRATCH.with(|cell| match self.stream.try_read(&mut cell.borrow_mut()[..]) {
+                Ok(0) => Some(self.finish.take().unwrap_or_else(abnormal)),
+                Ok(_) => None,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+                Err(_) => Some(self.finish.take().unwrap_or_else(abnormal)),
+            });
+        }
+        if self.rbuf.is_empty() {
+            let result = SCRATCH.with(|cell| {
+                let mut scratch = cell.borrow_mut();
+                match self.stream.try_read(&mut scratch[..]) {
+                    Ok(0) => Err(self.on_eof()),
+                    Ok(n) => {
+                        self.received(n);
+                        match self.process(&mut scratch[..n]) {
+                            Ok(consumed) => {
+                                if consumed < n {
+                                    self.rbuf.extend_from_slice(&scratch[consumed..n]);
+                                }
+                                Ok(())
+                            }
+                            Err(out) => Err(out),
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => Ok(()),
+                    Err(_) => Err(Some(abnormal())),
+                }
+            });
+            self.handler.flush();
+            return match result {
+                Ok(()) => None,
+                Err(out) => out,
+            };
+        }
+        // A partial frame is pending: read straight into its buffer, sized to the frame.
+        let want = self.need.saturating_sub(self.rbuf.len()).clamp(4096, 16 * READ_CHUNK);
+        self.rbuf.reserve(want);
+        let out = match self.stream.try_read_buf(&mut self.rbuf) {
+            Ok(0) => self.on_eof(),
+            Ok(n) => {
+                self.received(n);
+                self.process_rbuf()
+            }
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
+            Err(_) => Some(abnormal()),
+        };
+        self.handler.flush();
+        out
+    }
+
+    fn received(&mut self, n: usize) {
+        Stats::add(&self.conn.stats.wire_in, n);
+        self.last_rx = Instant::now();
+        self.ping_sent = false;
+    }
+
+    fn on_eof(&mut self) -> Option<Outcome> {
+        // The peer closed TCP: normal after our close frame, abnormal otherwise.
+        Some(match self.finish.take() {
+            Some(out) if self.close_deadline.is_some() => out,
+            _ => abnormal(),
+        })
+    }
+
+    fn process_rbuf(&mut self) -> Option<Outcome> {
+        let mut buf = std::mem::take(&mut self.rbuf);
+        let result = self.process(&mut buf);
+        match result {
+            Ok(consumed) => {
+                buf.drain(..consumed);
+                if buf.is_empty() && buf.capacity() > 2 * READ_CHUNK {
+                    buf = Vec::new();
+                }
+                self.rbuf = buf;
+                None
+            }
+            Err(out) => out,
+        }
+    }
+
+    /// Run whole frames through the reader; returns the bytes consumed.
+    fn process(&mut self, buf: &mut [u8]) -> Result<usize, Option<Outcome>> {
+        let conn = &self.conn;
+        let handler = &self.handler;
+        let deliver = self.close_deadline.is_none();
+        let mut pong = false;
+        let mut peer_close: Option<Outcome> = None;
+        let result = self.reader.read(buf, &mut |msg| match msg {
+            Msg::Data { text, payload } => {
+                Stats::add(&conn.stats.messages_in, 1);
+                Stats::add(&conn.stats.bytes_in, payload.len());
+                if deliver {
+                    handler.message(conn, payload, !text);
+                }
+            }
+            Msg::Ping(p) => pong |= conn.queue_control(codec::OP_PONG, p, false),
+            Msg::Pong(_) => {}
+            Msg::Close(code, reason) => peer_close = Some((code, reason.to_string())),
+        });
+        let progress = match result {
+            Ok(p) => p,
+            Err(e) => return Err(self.fail(e.code, e.reason)),
+        };
+        self.need = progress.need.unwrap_or(0);
+        if let Some((code, reason)) = peer_close {
+            self.reading = false;
+            if self.close_deadline.is_some() {
+                // The answer to our close frame: done once our queue is out.
+                self.close_deadline = Some(Instant::now() + CLOSE_WAIT);
+            } else {
+                self.conn.queue_close(code, "");
+                self.finish = Some((code, reason));
+                self.close_deadline = Some(Instant::now() + CLOSE_WAIT);
+            }
+            self.peer_closed();
+            return match self.pump() {
+                Some(out) => Err(Some(out)),
+                None => Ok(progress.consumed),
+            };
+        }
+        if pong {
+            if let Some(out) = self.pump() {
+                return Err(Some(out));
+            }
+        }
+        Ok(progress.consumed)
+    }
+
+    fn peer_closed(&mut self) {
+        // Once the peer's close is in, the close handshake completes when our queue is written.
+        if self.finish.is_none() {
+            self.finish = Some(self.conn.close_sent().unwrap_or_else(abnormal));
+        }
+        self.reading = false;
+    }
+
+    /// Write what is queued until done or the kernel is full.
+    fn pump(&mut self) -> Option<Outcome> {
+        loop {
+            if self.wpos == self.wbuf.len() {
+                self.wbuf.clear();
+                self.wpos = 0;
+                match self.conn.take(&mut self.taken) {
+                    Err(drain) => {
+                        self.want_write = false;
+                        if drain {
+                            self.handler.drain(&self.conn);
+                            self.handler.flush();
+                        }
+                        return self.after_flush();
+                    }
+                    Ok(()) => self.prepare(),
+                }
+            }
+            match self.stream.try_write(&self.wbuf[self.wpos..]) {
+                Ok(n) => {
+                    self.wpos += n;
+                    self.conn.wrote(n);
+                }
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    self.want_write = true;
+                    return None;
+                }
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                Err(_) => return Some(self.finish.take().filter(|_| !self.reading).unwrap_or_else(abnormal)),
+            }
+        }
+    }
+
+    /// Everything queued is written: a close handshake we answered (or failed) is complete.
+    fn after_flush(&mut self) -> Option<Outcome> {
+        if !self.reading && !self.discard && self.finish.is_some() {
+            // Send FIN, then wait for the peer's: closing with unread input would send RST,
+            // which can destroy our close frame before the peer reads it.
+            if self.stream_shutdown().is_err() {
+                return self.finish.take();
+            }
+            self.discard = true;
+        }
+        None
+    }
+
+    fn stream_shutdown(&self) -> io::Result<()> {
+        let fd = std::os::fd::AsFd::as_fd(&self.stream);
+        let sock = std::net::TcpStream::from(fd.try_clone_to_owned()?);
+        sock.shutdown(std::net::Shutdown::Write)
+    }
+
+    /// Turn the taken queue into wire bytes in `wbuf`, compressing jobs on this thread.
+    fn prepare(&mut self) {
+        let t = &mut self.taken;
+        if t.jobs.is_empty() {
+            std::mem::swap(&mut self.wbuf, &mut t.buf);
+            return;
+        }
+        let negotiated = self.conn.deflate.as_ref().expect("jobs only with deflate");
+        let level = self.conn.behavior.compression.as_ref().map_or(1, |c| c.level);
+        let bits = negotiated.server_window_bits;
+        let mut counted = t.buf.len();
+        let mut prev = 0;
+        for job in t.jobs.drain(..) {
+            self.wbuf.extend_from_slice(&t.buf[prev..job.at]);
+            prev = job.at;
+            counted += job.len + codec::header_size(job.len, false);
+            let payload = &t.job_data[job.start..job.start + job.len];
+            self.zbuf.clear();
+            if negotiated.server_no_context_takeover {
+                SHARED_DEFLATERS.with(|cell| {
+                    let mut list = cell.borrow_mut();
+                    let i = match list.iter().position(|(k, _)| *k == (level, bits)) {
+                        Some(i) => i,
+                        None => {
+                            list.push(((level, bits), Deflater::new(level, bits, true)));
+                            list.len() - 1
+                        }
+                    };
+                    list[i].1.compress(payload, &mut self.zbuf);
+                });
+            } else {
+                self.deflater
+                    .get_or_insert_with(|| Deflater::new(level, bits, false))
+                    .compress(payload, &mut self.zbuf);
+            }
+            codec::write_header(&mut self.wbuf, true, true, job.opcode, self.zbuf.len(), None);
+            self.wbuf.extend_from_slice(&self.zbuf);
+        }
+        self.wbuf.extend_from_slice(&t.buf[prev..]);
+        t.buf.clear();
+        t.job_data.clear();
+        self.conn.rebalance(counted, self.wbuf.len());
+    }
+}

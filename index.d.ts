@@ -1,0 +1,181 @@
+// Public API of ddp-transport-native. Names mirror uWebSockets.js where uWS has the concept.
+/// <reference types="node" />
+import type { Server as HttpServer } from 'http';
+
+/** `ws.send()` results, exactly as uWebSockets.js defines them. */
+export const enum SendStatus {
+  /** Not written yet: bytes are buffered in user space (the kernel would not take them all). */
+  BACKPRESSURE = 0,
+  /** Handed to the kernel, or corked for the write at the end of this JS tick. */
+  SUCCESS = 1,
+  /** Not queued: the bytes already buffered exceeded `maxBackpressure` (or the socket is closed). */
+  DROPPED = 2,
+}
+
+export interface AppOptions {
+  /** I/O threads owning the sockets (tokio workers). Integer 1..16, default 1. */
+  threads?: number;
+}
+
+/**
+ * permessage-deflate (RFC 7692) settings; names follow faye's permessage-deflate plus Meteor's
+ * `threshold`. Runs on the I/O threads, never on the JS thread.
+ */
+export interface CompressionOptions {
+  /** Messages shorter than this many bytes are sent uncompressed. Default 1024. */
+  threshold?: number;
+  /** zlib level 0..9. Default 1. */
+  level?: number;
+  /** Accepted for compatibility (1..9) but NOT honoured: flate2 fixes memLevel at 8. */
+  memLevel?: number;
+  /** Accepted for compatibility (0..4) but NOT honoured: flate2 has no strategy control. */
+  strategy?: number;
+  /** Server does not keep its LZ77 window between messages (`server_no_context_takeover`):
+   *  one compressor per I/O thread is shared by every socket (zero bytes per socket). Default true. */
+  noContextTakeover?: boolean;
+  /** Server window bits 8..15 (8 is served as 9: zlib cannot deflate with 8). Default 8. */
+  maxWindowBits?: number;
+  /** Ask the client not to keep its window (`client_no_context_takeover`). Default false. */
+  requestNoContextTakeover?: boolean;
+  /** Ask the client for this window (8..15) when it offered `client_max_window_bits`. */
+  requestMaxWindowBits?: number;
+}
+
+export interface UpgradeRequest {
+  method: string;
+  /** Request target as sent: path plus query string. */
+  url: string;
+  /** Lower-case header names; repeated headers are joined with ", ". */
+  headers: Record<string, string>;
+  remoteAddress: string;
+  remotePort: number;
+  /** Offered subprotocols (Sec-WebSocket-Protocol), in order. */
+  protocols: string[];
+  /** The raw Sec-WebSocket-Extensions offer ("" if none). */
+  extensions: string;
+}
+
+export interface UpgradeResponse<UserData> {
+  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered. */
+  accept(userData?: UserData, protocol?: string): void;
+  /** Refuse it with an HTTP status (default 403) and a text/plain body. */
+  reject(status?: number, body?: string): void;
+}
+
+export interface WebSocketBehavior<UserData = Record<string, unknown>> {
+  /** false (default) or permessage-deflate settings (`true` = the defaults above). */
+  compression?: boolean | CompressionOptions;
+  /** Largest message in bytes, counted after inflating, across fragments. Default 16 MiB. Over → close 1009. */
+  maxPayloadLength?: number;
+  /** Largest number of frames one message may span. Default 131072. Over → close 1009. */
+  maxFragments?: number;
+  /** Seconds without receiving anything before the socket is closed (1001). 0 = off. Default 120. */
+  idleTimeout?: number;
+  /** Bytes buffered per socket before `send` returns DROPPED. Default 16 MiB. */
+  maxBackpressure?: number;
+  /** Close the socket (1013) instead of returning DROPPED. Default false. */
+  closeOnBackpressureLimit?: boolean;
+  /** Ping when half of `idleTimeout` passed without traffic. Default true. */
+  sendPingsAutomatically?: boolean;
+  /** Optional hook to accept/reject an upgrade and attach user data; may answer later (async). */
+  upgrade?: (req: UpgradeRequest, res: UpgradeResponse<UserData>) => void;
+  open?: (ws: WebSocket<UserData>) => void;
+  /** Text frames arrive as strings, binary as Buffers. Called once per complete message. */
+  message?: (ws: WebSocket<UserData>, data: string | Buffer, isBinary: boolean) => void;
+  /** Buffered bytes went back to 0 after a BACKPRESSURE. */
+  drain?: (ws: WebSocket<UserData>) => void;
+  /** Exactly once per socket. `code` is the close frame received or sent; 1006 if none. */
+  close?: (ws: WebSocket<UserData>, code: number, reason: string) => void;
+}
+
+/**
+ * A connection. After close every method is a harmless no-op: `send` returns DROPPED (2),
+ * `getBufferedAmount` 0, `end`/`close` nothing, `cork(fn)` still calls `fn`; getters keep working.
+ */
+export interface WebSocket<UserData = Record<string, unknown>> {
+  /** Queue one frame. `isBinary` defaults to `typeof data !== 'string'`; `compress` (default true)
+   *  lets the message be compressed when the extension is on and it is at least `threshold` bytes. */
+  send(data: string | Buffer | ArrayBuffer | ArrayBufferView, isBinary?: boolean, compress?: boolean): SendStatus;
+  /** Graceful: queued frames, then the close frame, then (bounded) the peer's close, then FIN. */
+  end(code?: number, reason?: string): void;
+  /** Forceful: immediate, no close frame; `close` handler gets 1006. */
+  close(): void;
+  /** Runs `fn` and writes everything it sent in one syscall (all sends of a JS tick are corked anyway). */
+  cork(fn: () => void): this;
+  /** Exact bytes queued in user space and not yet accepted by the kernel. */
+  getBufferedAmount(): number;
+  getRemoteAddressAsText(): string;
+  getRemotePort(): number;
+  getUserData(): UserData;
+  /** Request target of the upgrade (path + query). */
+  getUrl(): string;
+  /** Lower-case request headers of the upgrade. */
+  getHeaders(): Record<string, string>;
+  /** Negotiated subprotocol ("" if none). */
+  getProtocol(): string;
+  /** Negotiated extensions header ("" if none). */
+  getExtensions(): string;
+  /** Per-socket idle timeout in **milliseconds** (0 = off); overrides the behavior's `idleTimeout`. */
+  setIdleTimeout(ms: number): void;
+  /** True once closed (or once end()/close() was called). */
+  readonly closed: boolean;
+}
+
+export interface ListenToken {
+  host: string;
+  port: number;
+}
+
+export interface AttachOptions {
+  /** Path patterns whose upgrades this app takes over (default: every `ws()` pattern). */
+  paths?: string[];
+}
+
+export interface DrainOptions {
+  /** Sockets ended per step. Default 100. */
+  batch?: number;
+  /** Pause between steps. Default 50 ms. */
+  intervalMs?: number;
+  /** Close code. Default 1001. */
+  code?: number;
+  reason?: string;
+}
+
+export interface Stats {
+  connections: number;
+  upgradesAccepted: number;
+  upgradesRejected: number;
+  messagesIn: number;
+  messagesOut: number;
+  /** Payload bytes before compression / after inflating. */
+  bytesIn: number;
+  bytesOut: number;
+  /** Bytes on the wire (frames, after compression). */
+  wireBytesIn: number;
+  wireBytesOut: number;
+  backpressureEvents: number;
+  dropped: number;
+  closesByCode: Record<string, number>;
+}
+
+export interface TemplatedApp {
+  /** Route upgrades whose path matches `pattern` ("/exact", "/prefix/*" or "/*") to `behavior`. */
+  ws<UserData = Record<string, unknown>>(pattern: string, behavior: WebSocketBehavior<UserData>): TemplatedApp;
+  /** Standalone listener. `cb(token)` on success, `cb(false, error)` on failure (error.code e.g. EADDRINUSE). */
+  listen(host: string, port: number, cb: (token: ListenToken | false, error?: Error) => void): TemplatedApp;
+  listen(port: number, cb: (token: ListenToken | false, error?: Error) => void): TemplatedApp;
+  /**
+   * Same-port mode: take over WebSocket upgrades from a Node `http.Server`/`https.Server` on the
+   * matching paths. Plain TCP sockets are adopted by fd (no second port); sockets without an fd
+   * (TLS terminated in Node) go through a lazily opened loopback listener on 127.0.0.1, port 0.
+   * Other upgrades reach the server's other `upgrade` listeners untouched.
+   */
+  attach(server: HttpServer, options?: AttachOptions): TemplatedApp;
+  /** Stop accepting upgrades (503), end sockets in batches with queued frames flushed. */
+  drain(options?: DrainOptions): Promise<void>;
+  stats(): Stats;
+  /** Stop listening, close every socket (close handlers run), release the I/O threads. */
+  close(): void;
+}
+
+export function App(options?: AppOptions): TemplatedApp;

@@ -1,0 +1,303 @@
+//! The `#[napi]` layer: translates between JS values and the `native-ws` core. No protocol
+//! logic lives here; validation of options happens in index.js, which owns the public API.
+
+mod bridge;
+
+use bridge::{Bridge, Wake};
+use napi::bindgen_prelude::*;
+use napi::sys;
+use napi::{JsString, JsValue};
+use napi_derive::napi;
+use native_ws::deflate::DeflateConfig;
+use native_ws::handshake::Request;
+use native_ws::{Behavior, Conn, Decision, SendStatus, Server};
+use std::cell::RefCell;
+use std::sync::Arc;
+
+type Handle = External<Arc<Conn>>;
+
+thread_local! {
+    /// Sockets with frames queued in this JS tick; flushed once at the end of the tick.
+    static DIRTY: RefCell<Vec<Arc<Conn>>> = const { RefCell::new(Vec::new()) };
+}
+
+#[napi(object)]
+pub struct CompressionOptions {
+    pub threshold: f64,
+    pub level: u32,
+    pub mem_level: u32,
+    pub strategy: u32,
+    pub no_context_takeover: bool,
+    pub max_window_bits: u32,
+    pub request_no_context_takeover: bool,
+    pub request_max_window_bits: Option<u32>,
+}
+
+#[napi(object)]
+pub struct RouteOptions {
+    pub max_payload_length: f64,
+    pub max_fragments: u32,
+    pub idle_timeout_ms: u32,
+    pub max_backpressure: f64,
+    pub close_on_backpressure_limit: bool,
+    pub send_pings_automatically: bool,
+    pub upgrade_hook: bool,
+    pub compression: Option<CompressionOptions>,
+}
+
+#[napi(object)]
+pub struct InternalListener {
+    pub port: u32,
+    pub secret: String,
+}
+
+#[napi(object)]
+pub struct NativeStats {
+    pub connections: f64,
+    pub upgrades_accepted: f64,
+    pub upgrades_rejected: f64,
+    pub messages_in: f64,
+    pub messages_out: f64,
+    pub bytes_in: f64,
+    pub bytes_out: f64,
+    pub wire_bytes_in: f64,
+    pub wire_bytes_out: f64,
+    pub backpressure_events: f64,
+    pub dropped: f64,
+    /// flat [code, count, code, count, ...]
+    pub closes: Vec<f64>,
+}
+
+fn io_error(e: std::io::Error) -> Error {
+    let code = match e.kind() {
+        std::io::ErrorKind::AddrInUse => "EADDRINUSE",
+        std::io::ErrorKind::AddrNotAvailable => "EADDRNOTAVAIL",
+        std::io::ErrorKind::PermissionDenied => "EACCES",
+        std::io::ErrorKind::InvalidInput => "EINVAL",
+        _ => "EIO",
+    };
+    Error::new(Status::GenericFailure, format!("{code}: {e}"))
+}
+
+#[napi]
+pub struct NativeApp {
+    server: Option<Server>,
+    bridge: Arc<Bridge>,
+}
+
+#[napi]
+impl NativeApp {
+    /// `dispatch(batch)` receives every batch of events (see bridge.rs for the layout).
+    #[napi(constructor)]
+    pub fn new(threads: u32, dispatch: Function<bridge::Batch, ()>) -> Result<Self> {
+        let bridge = Bridge::new();
+        let for_js = bridge.clone();
+        let wake: Wake = dispatch
+            .build_threadsafe_function::<()>()
+            .callee_handled::<false>()
+            .build_callback(move |_ctx| Ok(bridge::batch_for(&for_js)))?;
+        bridge.set_wake(Some(wake));
+        let server = Server::new(threads as usize, bridge.clone()).map_err(io_error)?;
+        Ok(NativeApp { server: Some(server), bridge })
+    }
+
+    fn server(&self) -> Result<&Server> {
+        self.server.as_ref().ok_or_else(|| Error::new(Status::GenericFailure, "app is closed"))
+    }
+
+    #[napi]
+    pub fn add_route(&self, pattern: String, o: RouteOptions) -> Result<u32> {
+        let compression = o.compression.map(|c| DeflateConfig {
+            threshold: c.threshold as usize,
+            level: c.level,
+            mem_level: c.mem_level as u8,
+            strategy: c.strategy as u8,
+            no_context_takeover: c.no_context_takeover,
+            max_window_bits: c.max_window_bits as u8,
+            request_no_context_takeover: c.request_no_context_takeover,
+            request_max_window_bits: c.request_max_window_bits.map(|b| b as u8),
+        });
+        let behavior = Behavior {
+            max_payload: o.max_payload_length as usize,
+            max_fragments: o.max_fragments,
+            idle_timeout_ms: o.idle_timeout_ms,
+            max_backpressure: o.max_backpressure as usize,
+            close_on_backpressure: o.close_on_backpressure_limit,
+            send_pings: o.send_pings_automatically,
+            compression,
+            upgrade_hook: o.upgrade_hook,
+        };
+        Ok(self.server()?.add_route(&pattern, behavior))
+    }
+
+    /// Returns the bound port. Errors start with the errno name (e.g. "EADDRINUSE: ...").
+    #[napi]
+    pub fn listen(&self, host: String, port: u32) -> Result<u32> {
+        let addr = self.server()?.listen(&host, port as u16).map_err(io_error)?;
+        Ok(addr.port() as u32)
+    }
+
+    #[napi]
+    pub fn internal_listener(&self) -> Result<InternalListener> {
+        let (addr, secret) = self.server()?.internal_listener().map_err(io_error)?;
+        Ok(InternalListener { port: addr.port() as u32, secret })
+    }
+
+    /// Take over a socket from Node: its fd (duplicated here), the request head Node parsed
+    /// (`headers` flat: name, value, ...) and the bytes that followed it.
+    #[napi]
+    pub fn adopt(&self, fd: i32, method: String, url: String, headers: Vec<String>, head: BufferSlice) -> Result<()> {
+        let headers = headers.chunks_exact(2).map(|p| (p[0].to_ascii_lowercase(), p[1].clone())).collect();
+        let req = Request { method, url, headers };
+        self.server()?.adopt(fd, req, head.to_vec()).map_err(io_error)
+    }
+
+    #[napi]
+    pub fn decide(&self, token: f64, accept: bool, protocol: Option<String>, status: u32, body: String) -> Result<()> {
+        let decision = if accept {
+            Decision::Accept { protocol }
+        } else {
+            Decision::Reject { status: status as u16, body }
+        };
+        self.server()?.decide(token as u64, decision);
+        Ok(())
+    }
+
+    #[napi]
+    pub fn set_draining(&self, on: bool) -> Result<()> {
+        self.server()?.set_draining(on);
+        Ok(())
+    }
+
+    #[napi]
+    pub fn stop_listening(&self) -> Result<()> {
+        self.server()?.stop_listening();
+        Ok(())
+    }
+
+    /// Keep the Node event loop alive (listening or sockets open) or not.
+    #[napi]
+    #[allow(deprecated)]
+    pub fn set_ref(&self, env: Env, on: bool) {
+        self.bridge.with_wake(|w| {
+            let _ = if on { w.refer(&env) } else { w.unref(&env) };
+        });
+    }
+
+    #[napi]
+    pub fn stats(&self) -> Result<NativeStats> {
+        use std::sync::atomic::Ordering::Relaxed;
+        let s = self.server()?.stats();
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as f64;
+        Ok(NativeStats {
+            connections: s.connections.load(Relaxed) as f64,
+            upgrades_accepted: n(&s.upgrades_accepted),
+            upgrades_rejected: n(&s.upgrades_rejected),
+            messages_in: n(&s.messages_in),
+            messages_out: n(&s.messages_out),
+            bytes_in: n(&s.bytes_in),
+            bytes_out: n(&s.bytes_out),
+            wire_bytes_in: n(&s.wire_in),
+            wire_bytes_out: n(&s.wire_out),
+            backpressure_events: n(&s.backpressure),
+            dropped: n(&s.dropped),
+            closes: s.closes_by_code().into_iter().flat_map(|(c, k)| [c as f64, k as f64]).collect(),
+        })
+    }
+
+    /// Stop the I/O threads; sockets still open are closed. Releases the threadsafe function.
+    #[napi]
+    pub fn close(&mut self) {
+        if let Some(mut server) = self.server.take() {
+            server.shutdown();
+        }
+        self.bridge.set_wake(None);
+    }
+}
+
+fn status(s: SendStatus, newly_dirty: bool, conn: &Arc<Conn>) -> u32 {
+    if newly_dirty {
+        DIRTY.with(|d| d.borrow_mut().push(conn.clone()));
+    }
+    s as u32
+}
+
+/// Queue a JS string as one frame, encoding it straight into the socket's queue.
+#[napi]
+pub fn send_text(env: Env, conn: &Handle, data: JsString, binary: bool, compress: bool) -> Result<u32> {
+    let (raw_env, raw) = (env.raw(), data.raw());
+    let mut len = 0usize;
+    // SAFETY: plain N-API calls on a string value owned by this call's scope.
+    unsafe {
+        if sys::napi_get_value_string_utf8(raw_env, raw, std::ptr::null_mut(), 0, &mut len) != sys::Status::napi_ok {
+            return Err(Error::new(Status::StringExpected, "send: data must be a string"));
+        }
+    }
+    let opcode = if binary { 2 } else { 1 };
+    let (s, dirty) = conn.send(opcode, len, compress, |out| {
+        // N-API writes a NUL after the text, so give it one byte more than the text needs.
+        out.reserve(len + 1);
+        let spare = out.spare_capacity_mut();
+        let mut written = 0usize;
+        // SAFETY: `spare` has room for len + 1 bytes; napi writes at most that many and reports
+        // `written` (== len, as measured above for the same string) initialised bytes.
+        unsafe {
+            sys::napi_get_value_string_utf8(raw_env, raw, spare.as_mut_ptr().cast(), len + 1, &mut written);
+            out.set_len(out.len() + written.min(len));
+        }
+        // Should the string be shorter than measured (impossible for an immutable JS string), pad.
+        out.resize(out.len() + (len - written.min(len)), 0);
+    });
+    Ok(status(s, dirty, conn))
+}
+
+/// Queue bytes (a Buffer) as one frame.
+#[napi]
+pub fn send_bytes(conn: &Handle, data: BufferSlice, binary: bool, compress: bool) -> u32 {
+    let opcode = if binary { 2 } else { 1 };
+    let (s, dirty) = conn.send(opcode, data.len(), compress, |out| out.extend_from_slice(&data));
+    status(s, dirty, conn)
+}
+
+/// End of the JS tick: write every socket that queued frames (one write per socket).
+#[napi]
+pub fn flush_all() {
+    let dirty = DIRTY.with(|d| std::mem::take(&mut *d.borrow_mut()));
+    for conn in &dirty {
+        conn.flush();
+    }
+    DIRTY.with(|d| {
+        let mut d = d.borrow_mut();
+        if d.is_empty() {
+            let mut dirty = dirty;
+            dirty.clear();
+            *d = dirty;
+        }
+    });
+}
+
+#[napi]
+pub fn end(conn: &Handle, code: u32, reason: String) {
+    conn.end(code as u16, &reason);
+}
+
+#[napi]
+pub fn close(conn: &Handle) {
+    conn.close();
+}
+
+#[napi]
+pub fn buffered_amount(conn: &Handle) -> f64 {
+    conn.buffered_amount() as f64
+}
+
+#[napi]
+pub fn set_idle_timeout(conn: &Handle, ms: u32) {
+    conn.set_timeout(ms);
+}
+
+/// The route pattern rule of the core (so JS decides "ours or not" exactly as Rust routes).
+#[napi]
+pub fn path_matches(pattern: String, path: String) -> bool {
+    native_ws::handshake::path_matches(&pattern, &path)
+}
