@@ -217,7 +217,8 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, remote: SocketAddr, s
         // Refused (answered already) or too slow (slowloris): drop the socket.
         return;
     };
-    task::run(conn, stream, leftover, shared.handler.clone(), info).await;
+    // A task of its own: an idle connection then carries none of the handshake's state.
+    tokio::spawn(task::run(conn, stream, leftover, shared.handler.clone(), info));
 }
 
 async fn refuse(shared: &Shared, stream: &mut TcpStream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {

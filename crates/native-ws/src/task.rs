@@ -45,6 +45,8 @@ struct Task {
     zbuf: Vec<u8>,
     deflater: Option<Deflater>,
     want_write: bool,
+    /// we failed the connection: after our close frame, wait for the peer's FIN before closing
+    linger: bool,
     /// our side is shut down: read and discard until the peer's FIN (bounded by close_deadline)
     discard: bool,
     /// how the connection ends once the queue is written (close reply, error, timeout)
@@ -85,6 +87,7 @@ pub(crate) async fn run(
         zbuf: Vec::new(),
         deflater: None,
         want_write: false,
+        linger: false,
         discard: false,
         finish: None,
         close_deadline: None,
@@ -208,6 +211,7 @@ impl Task {
     /// Fail the connection: close frame with `code`, flush, close TCP.
     fn fail(&mut self, code: u16, reason: &str) -> Option<Outcome> {
         self.reading = false;
+        self.linger = true;
         self.conn.queue_close(code, reason);
         self.finish = Some((code, reason.to_string()));
         self.close_deadline.get_or_insert(Instant::now() + CLOSE_WAIT);
@@ -388,11 +392,14 @@ impl Task {
     /// Everything queued is written: a close handshake we answered (or failed) is complete.
     fn after_flush(&mut self) -> Option<Outcome> {
         if !self.reading && !self.discard && self.finish.is_some() {
-            // Send FIN, then wait for the peer's: closing with unread input would send RST,
-            // which can destroy our close frame before the peer reads it.
-            if self.stream_shutdown().is_err() {
+            let shut = self.stream_shutdown();
+            if !self.linger || shut.is_err() {
+                // Close handshake complete: the peer sends nothing after its close frame.
                 return self.finish.take();
             }
+            // We failed the connection while the peer may still be sending: closing with unread
+            // input would send RST, which can destroy our close frame before the peer reads it.
+            // Wait (bounded by close_deadline) for the peer's FIN.
             self.discard = true;
         }
         None
