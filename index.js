@@ -397,7 +397,9 @@ class TemplatedApp {
   }
 
   _dispatch(batch) {
-    for (let i = 0; i < batch.length; i += 2) {
+    // After app.close() every socket is closed and its close handler ran; events still queued
+    // in Rust are void (a socket whose open never reached JS gets neither open nor close).
+    for (let i = 0; i < batch.length && !this._closed; i += 2) {
       const tag = batch[i];
       const v = batch[i + 1];
       const kind = tag % 8;
