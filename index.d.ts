@@ -73,7 +73,9 @@ export interface WebSocketBehavior<UserData = Record<string, unknown>> {
   idleTimeout?: number;
   /** Bytes buffered per socket before `send` returns DROPPED. Default 16 MiB. */
   maxBackpressure?: number;
-  /** Close the socket (1013) instead of returning DROPPED. Default false. */
+  /** Past `maxBackpressure`, close the socket (close code 1013) instead of keeping it open and
+   *  dropping the frame: the send that crosses the limit returns DROPPED and the socket closes;
+   *  `stats().dropped` stays 0. Default false. */
   closeOnBackpressureLimit?: boolean;
   /** Ping when half of `idleTimeout` passed without traffic. Default true. */
   sendPingsAutomatically?: boolean;
@@ -154,6 +156,7 @@ export interface Stats {
   wireBytesIn: number;
   wireBytesOut: number;
   backpressureEvents: number;
+  /** Frames refused (DROPPED) on a socket that stayed open; 0 with closeOnBackpressureLimit. */
   dropped: number;
   closesByCode: Record<string, number>;
 }

@@ -322,7 +322,8 @@ class TemplatedApp {
       const q = url.indexOf('?');
       const path = q < 0 ? url : url.slice(0, q);
       if (this._closed || !paths.some((p) => native.pathMatches(p, path))) {
-        if (previous.length === 0) socket.destroy();
+        // Nobody else will take it (Node's own rule for an unhandled upgrade): destroy it.
+        if (previous.length === 0 && server.listenerCount('upgrade') <= 1) socket.destroy();
         for (const l of previous) l.call(server, req, socket, head);
         return;
       }

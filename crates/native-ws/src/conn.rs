@@ -155,11 +155,14 @@ impl Conn {
         }
         let buffered = self.buffered.load(Relaxed);
         if buffered > self.behavior.max_backpressure {
-            Stats::add(&self.stats.dropped, 1);
             if self.behavior.close_on_backpressure {
+                // Close instead of dropping: the peer learns (1013) and DDP resumes the session;
+                // nothing is lost from a socket that stays open.
                 ob.state = State::Closed;
                 drop(ob);
                 self.request(CTL_OVERFLOW);
+            } else {
+                Stats::add(&self.stats.dropped, 1);
             }
             return (SendStatus::Dropped, false);
         }

@@ -96,6 +96,7 @@ pub(crate) async fn run(
         stream,
     };
     handler.open(&conn, info);
+    handler.flush();
     let (code, reason) = task.main(initial).await;
     // Close the socket (FIN) before telling the consumer; the fd is released with the task.
     drop(task);
