@@ -1,0 +1,415 @@
+'use strict';
+// Meteor's `native` DDP transport: maps Meteor's transport contract (a factory returning
+// `{ name, setup(httpServer, pathPrefix, options) }`, and the socket object stream_server.js and
+// livedata_server.js use) onto this package's uWebSockets.js-shaped core API. Nothing else.
+//
+//   const { createNativeTransport } = require('ddp-transport-native/meteor');
+//   const events = createNativeTransport().setup(httpServer, '', { websocketExtensions });
+//   events.on('connection', (socket) => { socket.on('data', ...); socket.send('...'); });
+
+const EventEmitter = require('node:events');
+const crypto = require('node:crypto');
+
+const NAME = 'native';
+const KIB = 1024;
+const MIB = 1024 * 1024;
+
+/** Headers a socket exposes (the same whitelist as Meteor's raw websocket adapter). */
+const HEADER_WHITELIST = Object.freeze([
+  'referer', 'x-client-ip', 'x-forwarded-for', 'x-forwarded-host', 'x-forwarded-port',
+  'x-cluster-client-ip', 'via', 'x-real-ip', 'x-forwarded-proto', 'x-ssl', 'dnt', 'host',
+  'user-agent', 'accept-language', 'cookie',
+]);
+
+/** Meteor's permessage-deflate defaults (used when SERVER_WEBSOCKET_COMPRESSION is unset). */
+const DEFAULT_COMPRESSION = Object.freeze({
+  threshold: 1024, level: 1, memLevel: 1, noContextTakeover: true, maxWindowBits: 8,
+});
+
+const SEND_DROPPED = 2;
+const CLOSE_TRY_AGAIN_LATER = 1013; // the core's close code for closeOnBackpressureLimit
+
+// ---------------------------------------------------------------------------------------------
+// Validation helpers
+
+function show(value) {
+  if (typeof value === 'string') return JSON.stringify(value);
+  if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return String(value);
+  try { return JSON.stringify(value); } catch (e) { return String(value); }
+}
+
+function isPlainObject(v) {
+  return v !== null && typeof v === 'object' && !Array.isArray(v);
+}
+
+function isInt(v, min, max) {
+  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
+}
+
+// ---------------------------------------------------------------------------------------------
+// SERVER_WEBSOCKET_COMPRESSION
+
+const COMPRESSION_KEYS = {
+  threshold: { check: (v) => isInt(v, 0, Number.MAX_SAFE_INTEGER), valid: 'an integer >= 0 (bytes)' },
+  level: { check: (v) => isInt(v, 0, 9), valid: 'an integer 0..9' },
+  memLevel: { check: (v) => isInt(v, 1, 9), valid: 'an integer 1..9' },
+  strategy: { check: (v) => isInt(v, 0, 4), valid: 'an integer 0..4' },
+  noContextTakeover: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
+  maxWindowBits: { check: (v) => isInt(v, 8, 15), valid: 'an integer 8..15' },
+  requestNoContextTakeover: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
+  requestMaxWindowBits: { check: (v) => isInt(v, 8, 15), valid: 'an integer 8..15' },
+};
+
+/**
+ * Map the value of SERVER_WEBSOCKET_COMPRESSION to the core's `compression` option, as Meteor and
+ * sockjs read that variable: unset/empty → Meteor's defaults; JSON falsy (false, 0, null) → false;
+ * true (or another truthy number) → the defaults; a JSON object → merged over the defaults.
+ * Invalid JSON, a string/array, an unknown key or a bad value throws, naming the variable.
+ * @param {string|undefined} value
+ * @returns {false | typeof DEFAULT_COMPRESSION}
+ */
+function compressionFromEnv(value) {
+  if (value === undefined || value === null || value === '') return { ...DEFAULT_COMPRESSION };
+  let parsed;
+  try {
+    parsed = JSON.parse(value);
+  } catch (e) {
+    throw new Error(`SERVER_WEBSOCKET_COMPRESSION must be JSON (false, true or an object of ` +
+      `permessage-deflate options), got ${show(value)}: ${e.message}`);
+  }
+  if (!parsed) return false;
+  if (parsed === true || typeof parsed === 'number') return { ...DEFAULT_COMPRESSION };
+  if (!isPlainObject(parsed)) {
+    throw new Error(`SERVER_WEBSOCKET_COMPRESSION must be false, true or a JSON object of ` +
+      `permessage-deflate options, got ${show(value)}`);
+  }
+  const out = { ...DEFAULT_COMPRESSION };
+  for (const key of Object.keys(parsed)) {
+    const rule = COMPRESSION_KEYS[key];
+    if (!rule) {
+      throw new Error(`SERVER_WEBSOCKET_COMPRESSION has an unknown key ${show(key)}; valid keys: ` +
+        `${Object.keys(COMPRESSION_KEYS).join(', ')}`);
+    }
+    if (!rule.check(parsed[key])) {
+      throw new Error(`SERVER_WEBSOCKET_COMPRESSION.${key} must be ${rule.valid}, got ${show(parsed[key])}`);
+    }
+    out[key] = parsed[key];
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Settings: Meteor.settings.packages['ddp-server'].native inside Meteor, opts.settings elsewhere.
+
+const SETTING_KEYS = {
+  payloadLength: {
+    check: (v) => typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= MIB,
+    valid: 'a positive number of KiB (at most 1048576 = 1 GiB)',
+  },
+  timeout: {
+    check: (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= 2147483,
+    valid: 'a number of seconds >= 0 (0 = off)',
+  },
+  maxBackpressure: {
+    check: (v) => isInt(v, 1, 2 ** 40),
+    valid: 'a positive integer number of bytes (at most 2^40)',
+  },
+  threads: { check: (v) => isInt(v, 1, 16), valid: 'an integer 1..16' },
+  drainOnSigterm: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
+};
+
+const SETTING_DEFAULTS = Object.freeze({
+  payloadLength: 16384, // KiB = 16 MiB
+  timeout: 0, // s; fallback idle timeout for sockets whose user never calls setWebsocketTimeout
+  maxBackpressure: 16 * MIB,
+  threads: 1,
+  drainOnSigterm: false,
+});
+
+/**
+ * Validate `packages['ddp-server'].native` and fill in the defaults.
+ * @param {object|undefined|null} raw
+ */
+function validateSettings(raw) {
+  if (raw === undefined || raw === null) return { ...SETTING_DEFAULTS };
+  if (!isPlainObject(raw)) {
+    throw new Error(`ddp-server.native must be an object with the keys ` +
+      `${Object.keys(SETTING_KEYS).join(', ')}, got ${show(raw)}`);
+  }
+  const out = { ...SETTING_DEFAULTS };
+  for (const key of Object.keys(raw)) {
+    const rule = SETTING_KEYS[key];
+    if (!rule) {
+      throw new Error(`ddp-server.native has an unknown key ${show(key)}; valid keys: ` +
+        `${Object.keys(SETTING_KEYS).join(', ')}`);
+    }
+    const v = raw[key];
+    if (v === undefined) continue;
+    if (!rule.check(v)) throw new Error(`ddp-server.native.${key} must be ${rule.valid}, got ${show(v)}`);
+    out[key] = v;
+  }
+  return out;
+}
+
+function meteorGlobal() {
+  const g = globalThis;
+  if (g.Meteor && typeof g.Meteor === 'object') return g.Meteor;
+  // On the server, package exports live in the global `Package` registry.
+  if (g.Package && g.Package.meteor && g.Package.meteor.Meteor) return g.Package.meteor.Meteor;
+  return null;
+}
+
+function rawSettings(opts) {
+  if (opts.settings !== undefined) return opts.settings;
+  const meteor = meteorGlobal();
+  if (meteor && meteor.settings) {
+    const pkgs = meteor.settings.packages;
+    const ddp = pkgs && pkgs['ddp-server'];
+    return ddp ? ddp.native : undefined;
+  }
+  return undefined;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The socket object of Meteor's transport contract.
+
+function socketId() {
+  return crypto.randomUUID();
+}
+
+class NativeSocket extends EventEmitter {
+  constructor(ws, transport) {
+    super();
+    this._ws = ws;
+    this._transport = transport;
+    this._closed = false;
+    this._dropped = false;
+    this._warned = false;
+    this.id = socketId();
+    this.protocol = 'websocket-raw';
+    this.url = ws.getUrl();
+    this.remoteAddress = ws.getRemoteAddressAsText();
+    this.remotePort = ws.getRemotePort();
+    const all = ws.getHeaders() || {};
+    const headers = {};
+    for (const name of HEADER_WHITELIST) {
+      const v = all[name];
+      if (v !== undefined) headers[name] = v;
+    }
+    this.headers = headers;
+  }
+
+  /** Truthy once closed, or once close() was called. */
+  get isClosed() {
+    return this._closed;
+  }
+
+  /** Queue one text frame. */
+  send(data) {
+    if (this._closed) return;
+    if (this._ws.send(data, false, true) === SEND_DROPPED) {
+      // closeOnBackpressureLimit: the core closed the socket (1013) instead of dropping the frame.
+      // (DROPPED also means "already closed": the close callback reports which it was.)
+      this._dropped = true;
+      if (this._ws.closed) this._closed = true;
+    }
+  }
+
+  /** Graceful: frames queued before (even in the same tick) reach the client first. */
+  close() {
+    if (this._closed) return;
+    this._closed = true;
+    this._ws.end();
+  }
+
+  /** Idle timeout in ms (0 = off); stream_server sets 45000, livedata 0 once DDP is up. */
+  setWebsocketTimeout(ms) {
+    if (this._closed) return;
+    const n = Number(ms);
+    this._ws.setIdleTimeout(n > 0 ? Math.min(Math.floor(n), 0xffffffff) : 0); // NaN → 0 (off)
+  }
+
+  _backpressured() {
+    if (this._warned) return;
+    this._warned = true;
+    this._transport._logger.warn(`ddp-transport-native: closing socket ${this.id} from ` +
+      `${this.remoteAddress}:${this.remotePort}: more than ${this._transport._maxBackpressure} bytes ` +
+      `queued (slow client; DDP resumes the session on reconnect)`);
+  }
+
+  _onClose(code) {
+    this._closed = true;
+    if (code === CLOSE_TRY_AGAIN_LATER || (code === 1006 && this._dropped)) this._backpressured();
+    this._ws = CLOSED_WS;
+    this.emit('close');
+  }
+}
+
+// Stands in for the core socket after close so late calls are harmless and the socket is released.
+const CLOSED_WS = {
+  send() { return SEND_DROPPED; }, end() {}, close() {}, setIdleTimeout() {},
+};
+
+// ---------------------------------------------------------------------------------------------
+// Plain HTTP GET on the websocket paths: 400, like Meteor's own transports.
+
+const NOT_WEBSOCKET_BODY = 'Not a valid websocket request';
+
+// Path of a request target without its query/fragment; never throws.
+function targetPath(url) {
+  if (typeof url !== 'string') return '';
+  let end = url.length;
+  const q = url.indexOf('?');
+  if (q !== -1) end = q;
+  const h = url.indexOf('#');
+  if (h !== -1 && h < end) end = h;
+  let path = url.slice(0, end);
+  // absolute-form (GET http://host/path HTTP/1.1)
+  const scheme = path.indexOf('://');
+  if (scheme !== -1 && path[0] !== '/') {
+    const slash = path.indexOf('/', scheme + 3);
+    path = slash === -1 ? '' : path.slice(slash);
+  }
+  return path;
+}
+
+function installPlainGetGuard(httpServer, paths) {
+  const pathSet = new Set(paths);
+  const previous = httpServer.listeners('request');
+  httpServer.removeAllListeners('request');
+  httpServer.on('request', function nativeTransportRequest(req, res) {
+    if (pathSet.has(targetPath(req.url))) {
+      const body = NOT_WEBSOCKET_BODY;
+      res.writeHead(400, { 'Content-Type': 'text/plain', 'Content-Length': Buffer.byteLength(body) });
+      res.end(body);
+      return;
+    }
+    for (const listener of previous) listener.call(this, req, res);
+  });
+}
+
+// ---------------------------------------------------------------------------------------------
+// SIGTERM drain
+
+function installSigtermDrain(app, logger) {
+  const onSigterm = () => {
+    const grace = Number(process.env.METEOR_SIGTERM_GRACE_PERIOD_SECONDS);
+    const windowMs = (Number.isFinite(grace) && grace > 0 ? grace : 10) * 1000 * 0.9;
+    const intervalMs = 100;
+    const steps = Math.max(1, Math.floor(windowMs / intervalMs));
+    let connections = 0;
+    try { connections = app.stats().connections; } catch (e) { /* closed */ }
+    const batch = Math.max(1, Math.ceil(connections / steps));
+    // Nobody else handles SIGTERM (outside Meteor): terminate as Node would have, after the drain.
+    const alone = process.listenerCount('SIGTERM') === 0;
+    Promise.resolve()
+      .then(() => app.drain({ batch, intervalMs }))
+      .catch((e) => logger.warn(`ddp-transport-native: drain failed: ${e && e.message}`))
+      .then(() => { if (alone && process.listenerCount('SIGTERM') === 0) process.kill(process.pid, 'SIGTERM'); });
+  };
+  process.once('SIGTERM', onSigterm);
+  return onSigterm;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The transport
+
+/**
+ * Meteor's `native` DDP transport.
+ * @param {{ settings?: object, logger?: { warn(msg: string): void }, core?: object }} [opts]
+ *   settings: the `packages['ddp-server'].native` object when not running inside Meteor (inside
+ *   Meteor it is read from Meteor.settings at setup); logger: defaults to console; core: the core
+ *   module (defaults to this package's index.js).
+ */
+function createNativeTransport(opts = {}) {
+  return {
+    name: NAME,
+    setup(httpServer, pathPrefix, options) {
+      return setupNative(httpServer, pathPrefix, options || {}, opts || {});
+    },
+  };
+}
+
+function setupNative(httpServer, pathPrefix, options, opts) {
+  if (!httpServer || typeof httpServer.on !== 'function') {
+    throw new TypeError('ddp-transport-native: setup(httpServer, pathPrefix, options) needs an http.Server');
+  }
+  const settings = validateSettings(rawSettings(opts));
+  let compression = compressionFromEnv(process.env.SERVER_WEBSOCKET_COMPRESSION);
+  if (typeof options.websocketExtensions === 'function') {
+    const ext = options.websocketExtensions();
+    if (Array.isArray(ext) && ext.length === 0) compression = false;
+  }
+  const logger = opts.logger || console;
+  const core = opts.core || require('./index.js');
+  const prefix = typeof pathPrefix === 'string' ? pathPrefix.replace(/\/+$/, '') : '';
+  const paths = [prefix + '/websocket', prefix + '/websocket/'];
+
+  const events = new EventEmitter();
+  const app = core.App({ threads: settings.threads });
+  const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
+  const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
+  // The core socket → our socket. userData is per socket; the WeakMap covers a core that hands out
+  // a fresh wrapper object but a stable userData, and the reverse.
+  const byWs = new WeakMap();
+  const lookup = (ws) => {
+    const ud = ws.getUserData();
+    return (ud && ud.__meteorSocket) || byWs.get(ws);
+  };
+
+  const behavior = {
+    compression,
+    maxPayloadLength: Math.max(1, Math.floor(settings.payloadLength * KIB)),
+    maxBackpressure: settings.maxBackpressure,
+    closeOnBackpressureLimit: true,
+    idleTimeout: 0,
+    sendPingsAutomatically: false,
+    open(ws) {
+      const socket = new NativeSocket(ws, transportState);
+      const ud = ws.getUserData();
+      if (ud && typeof ud === 'object') ud.__meteorSocket = socket;
+      byWs.set(ws, socket);
+      if (fallbackTimeoutMs > 0) ws.setIdleTimeout(fallbackTimeoutMs);
+      events.emit('connection', socket);
+    },
+    message(ws, data, isBinary) {
+      if (isBinary) return; // DDP is text; sockjs and uws ignore binary frames too
+      const socket = lookup(ws);
+      if (socket && !socket._closed) socket.emit('data', typeof data === 'string' ? data : String(data));
+    },
+    close(ws, code) {
+      const socket = lookup(ws);
+      if (!socket) return;
+      const ud = ws.getUserData();
+      if (ud && typeof ud === 'object') ud.__meteorSocket = undefined;
+      byWs.delete(ws);
+      socket._onClose(code);
+    },
+  };
+  for (const p of paths) app.ws(p, behavior);
+  installPlainGetGuard(httpServer, paths);
+  app.attach(httpServer, { paths });
+
+  let sigterm = null;
+  if (settings.drainOnSigterm) sigterm = installSigtermDrain(app, logger);
+  httpServer.once('close', () => {
+    if (sigterm) process.removeListener('SIGTERM', sigterm);
+    try { app.close(); } catch (e) { /* already closed */ }
+  });
+
+  Object.defineProperty(events, '_app', { value: app, enumerable: false });
+  Object.defineProperty(events, '_settings', { value: settings, enumerable: false });
+  Object.defineProperty(events, '_compression', { value: compression, enumerable: false });
+  return events;
+}
+
+module.exports = {
+  name: NAME,
+  createNativeTransport,
+  compressionFromEnv,
+  validateSettings,
+  NativeSocket,
+  HEADER_WHITELIST,
+  DEFAULT_COMPRESSION,
+  SETTING_DEFAULTS,
+};
