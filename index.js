@@ -127,11 +127,17 @@ function rethrow(err) {
   throw err;
 }
 
-function headerObject(flat) {
+/** Parse the `name\0value\0...` string the core sends into a lower-case header object. */
+function headerObject(joined) {
   const headers = {};
-  for (let i = 0; i < flat.length; i += 2) {
-    const k = flat[i].toLowerCase();
-    headers[k] = headers[k] === undefined ? flat[i + 1] : `${headers[k]}, ${flat[i + 1]}`;
+  let i = 0;
+  while (i < joined.length) {
+    const a = joined.indexOf('\0', i);
+    const b = joined.indexOf('\0', a + 1);
+    const k = joined.slice(i, a).toLowerCase();
+    const v = joined.slice(a + 1, b);
+    headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+    i = b + 1;
   }
   return headers;
 }
@@ -159,8 +165,7 @@ class WebSocket {
     this._url = info[3];
     this._protocol = info[4];
     this._extensions = info[5];
-    this._rawHeaders = info[8];
-    this._headers = undefined;
+    this._headers = info[8]; // a string until getHeaders() parses it
     this._ending = false; // end()/close() called
     this._closed = false; // close handler ran
   }
@@ -219,6 +224,7 @@ class WebSocket {
   }
 
   getUserData() {
+    if (this._userData === undefined) this._userData = {};
     return this._userData;
   }
 
@@ -227,7 +233,7 @@ class WebSocket {
   }
 
   getHeaders() {
-    if (this._headers === undefined) this._headers = headerObject(this._rawHeaders);
+    if (typeof this._headers === 'string') this._headers = headerObject(this._headers);
     return this._headers;
   }
 
@@ -433,7 +439,7 @@ class TemplatedApp {
   _open(id, info) {
     const route = this._routes[info[6]];
     const token = info[7];
-    let userData = {};
+    let userData;
     if (token !== 0 && this._userData.has(token)) {
       userData = this._userData.get(token);
       this._userData.delete(token);

@@ -163,13 +163,16 @@ unsafe fn js_array(env: sys::napi_env, items: &[sys::napi_value]) -> Result<sys:
     Ok(arr)
 }
 
+/// Headers as ONE string `name\0value\0name\0value` (one JS string per socket, parsed on demand).
 unsafe fn js_headers(env: sys::napi_env, headers: &[(String, String)]) -> Result<sys::napi_value> {
-    let mut flat = Vec::with_capacity(headers.len() * 2);
+    let mut flat = String::with_capacity(headers.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
     for (k, v) in headers {
-        flat.push(js_string(env, k.as_bytes())?);
-        flat.push(js_string(env, v.as_bytes())?);
+        flat.push_str(k);
+        flat.push('\0');
+        flat.push_str(v);
+        flat.push('\0');
     }
-    js_array(env, &flat)
+    js_string(env, flat.as_bytes())
 }
 
 unsafe fn js_addr(env: sys::napi_env, addr: &std::net::SocketAddr) -> Result<[sys::napi_value; 2]> {
