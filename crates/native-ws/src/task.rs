@@ -10,10 +10,13 @@ use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
 use crate::stats::Stats;
 use std::cell::RefCell;
-use std::io;
+use std::io::{self, Read, Write};
+use std::mem::ManuallyDrop;
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::Ordering::Acquire;
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::Interest;
 use tokio::net::TcpStream;
 use tokio::time::Instant;
 
@@ -25,6 +28,47 @@ thread_local! {
 }
 
 type Outcome = (u16, String);
+
+/// Read once. A short read means the kernel queue was drained: we then report "would block" to
+/// tokio from inside `try_io`, which clears the readiness captured BEFORE the read (a newer
+/// event keeps it set), saving the EAGAIN read that would otherwise follow every read.
+fn read_once(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    let fd = stream.as_raw_fd();
+    let mut got = 0;
+    let r = stream.try_io(Interest::READABLE, || {
+        // SAFETY: `fd` belongs to `stream`, alive for this call; ManuallyDrop never closes it.
+        let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+        got = (&*s).read(buf)?;
+        if got > 0 && got < buf.len() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(got)
+    });
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        r => r,
+    }
+}
+
+/// Write once; a partial write means the kernel buffer is full: clear write readiness the same
+/// way, so the next attempt waits for writability instead of failing with EAGAIN.
+fn write_once(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+    let fd = stream.as_raw_fd();
+    let mut put = 0;
+    let r = stream.try_io(Interest::WRITABLE, || {
+        // SAFETY: as in `read_once`.
+        let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+        put = (&*s).write(bytes)?;
+        if put > 0 && put < bytes.len() {
+            return Err(io::ErrorKind::WouldBlock.into());
+        }
+        Ok(put)
+    });
+    match r {
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && put > 0 => Ok(put),
+        r => r,
+    }
+}
 
 fn abnormal() -> Outcome {
     (codec::CLOSE_ABNORMAL, String::new())
@@ -221,7 +265,7 @@ impl Task {
 
     fn on_readable(&mut self) -> Option<Outcome> {
         if self.discard {
-            return SCRATCH.with(|cell| match self.stream.try_read(&mut cell.borrow_mut()[..]) {
+            return SCRATCH.with(|cell| match read_once(&self.stream, &mut cell.borrow_mut()[..]) {
                 Ok(0) => Some(self.finish.take().unwrap_or_else(abnormal)),
                 Ok(_) => None,
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => None,
@@ -231,7 +275,7 @@ impl Task {
         if self.rbuf.is_empty() {
             let result = SCRATCH.with(|cell| {
                 let mut scratch = cell.borrow_mut();
-                match self.stream.try_read(&mut scratch[..]) {
+                match read_once(&self.stream, &mut scratch[..]) {
                     Ok(0) => Err(self.on_eof()),
                     Ok(n) => {
                         self.received(n);
@@ -256,9 +300,12 @@ impl Task {
             };
         }
         // A partial frame is pending: read straight into its buffer, sized to the frame.
-        let want = self.need.saturating_sub(self.rbuf.len()).clamp(4096, 16 * READ_CHUNK);
-        self.rbuf.reserve(want);
-        let out = match self.stream.try_read_buf(&mut self.rbuf) {
+        let want = self.need.saturating_sub(self.rbuf.len()).clamp(4096, READ_CHUNK);
+        let len = self.rbuf.len();
+        self.rbuf.resize(len + want, 0);
+        let read = read_once(&self.stream, &mut self.rbuf[len..]);
+        self.rbuf.truncate(len + *read.as_ref().unwrap_or(&0));
+        let out = match read {
             Ok(0) => self.on_eof(),
             Ok(n) => {
                 self.received(n);
@@ -375,7 +422,7 @@ impl Task {
                     Ok(()) => self.prepare(),
                 }
             }
-            match self.stream.try_write(&self.wbuf[self.wpos..]) {
+            match write_once(&self.stream, &self.wbuf[self.wpos..]) {
                 Ok(n) => {
                     self.wpos += n;
                     self.conn.wrote(n);
