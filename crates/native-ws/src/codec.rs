@@ -460,24 +460,9 @@ impl Utf8Validator {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Rng;
 
     // ---------------------------------------------------------------- helpers
-
-    /// Tiny xorshift PRNG so the tests need no dependencies and stay deterministic.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next() % n as u64) as usize
-        }
-    }
 
     fn naive_mask(data: &mut [u8], key: [u8; 4], offset: usize) {
         for (i, b) in data.iter_mut().enumerate() {
@@ -825,7 +810,7 @@ mod tests {
     fn apply_mask_matches_naive() {
         let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         for len in 0..200 {
-            let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             for offset in 0..8 {
                 for key in [
                     [0x01, 0x02, 0x03, 0x04],
@@ -856,7 +841,7 @@ mod tests {
         let mut rng = Rng(12345);
         let key = [0x37, 0xFA, 0x21, 0x3D];
         for len in [0usize, 1, 3, 4, 5, 15, 16, 17, 31, 33, 64, 100, 150] {
-            let data: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let data: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
             let mut whole = data.clone();
             apply_mask(&mut whole, key, 0);
             for a in 0..=len {
@@ -877,7 +862,7 @@ mod tests {
     fn write_frame_round_trip() {
         let mut rng = Rng(777);
         for len in [0usize, 1, 125, 126, 1000, 65535, 65536, 70000] {
-            let payload: Vec<u8> = (0..len).map(|_| rng.next() as u8).collect();
+            let payload: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
 
             let mut out = vec![1, 2, 3]; // appends, does not clobber
             write_frame(&mut out, true, true, OP_BINARY, &payload);
@@ -890,7 +875,7 @@ mod tests {
             assert_eq!(h.payload_len, len as u64);
             assert_eq!(&out[3 + h.header_len..], &payload[..]);
 
-            let key = [rng.next() as u8, 0x5A, rng.next() as u8, 0xC3];
+            let key = [rng.next_u64() as u8, 0x5A, rng.next_u64() as u8, 0xC3];
             let mut out = vec![];
             write_masked_frame(&mut out, false, OP_TEXT, &payload, key);
             let h = parse_header(&out, Role::Server, false).unwrap().unwrap();

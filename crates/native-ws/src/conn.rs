@@ -274,17 +274,25 @@ impl Conn {
     /// Graceful close: everything queued, then a close frame, then wait for the peer's.
     pub fn end(&self, code: u16, reason: &str) {
         let mut ob = self.lock();
-        if ob.state != State::Open {
+        if !self.queue_close_locked(&mut ob, code, reason) {
             return;
+        }
+        self.flush_locked(&mut ob);
+        drop(ob);
+        self.request(CTL_END);
+    }
+
+    /// Queue our close frame behind everything queued; false if the socket is not open.
+    fn queue_close_locked(&self, ob: &mut Outbox, code: u16, reason: &str) -> bool {
+        if ob.state != State::Open {
+            return false;
         }
         ob.state = State::Ending;
         ob.close_sent = Some((code, reason.to_string()));
         let before = ob.buf.len();
         codec::write_close(&mut ob.buf, code, reason);
         self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
-        self.flush_locked(&mut ob);
-        drop(ob);
-        self.request(CTL_END);
+        true
     }
 
     /// Forceful close: no close frame, queued bytes discarded.
@@ -312,18 +320,12 @@ impl Conn {
         self.timeout_ms.load(Relaxed)
     }
 
-    /// Task side: queue a control frame (pong, close reply) behind everything already queued
-    /// and take over writing. Returns false when the socket is closed.
-    pub(crate) fn queue_control(&self, opcode: u8, payload: &[u8], closing: bool) -> bool {
+    /// Task side: queue a ping or pong behind everything already queued and take over writing.
+    /// Returns false once the socket is closing.
+    pub(crate) fn queue_control(&self, opcode: u8, payload: &[u8]) -> bool {
         let mut ob = self.lock();
-        if ob.state == State::Closed || (ob.state == State::Ending && opcode != codec::OP_CLOSE) {
+        if ob.state != State::Open {
             return false;
-        }
-        if closing {
-            if ob.state == State::Ending {
-                return false; // our close frame is already queued
-            }
-            ob.state = State::Ending;
         }
         let before = ob.buf.len();
         codec::write_frame(&mut ob.buf, true, false, opcode, payload);
@@ -336,15 +338,9 @@ impl Conn {
     /// idle timeout, server shutdown).
     pub(crate) fn queue_close(&self, code: u16, reason: &str) {
         let mut ob = self.lock();
-        if ob.state != State::Open {
-            return;
+        if self.queue_close_locked(&mut ob, code, reason) {
+            ob.io_busy = true;
         }
-        ob.state = State::Ending;
-        ob.close_sent = Some((code, reason.to_string()));
-        let before = ob.buf.len();
-        codec::write_close(&mut ob.buf, code, reason);
-        self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
-        ob.io_busy = true;
     }
 
     /// The close frame we queued, if any.

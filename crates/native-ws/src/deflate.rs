@@ -603,27 +603,9 @@ fn append_capped(out: &mut Vec<u8>, data: &[u8], max_len: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Rng;
 
     // ---- helpers ---------------------------------------------------------
-
-    /// xorshift64
-    struct Rng(u64);
-    impl Rng {
-        fn next_u64(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-        fn below(&mut self, n: usize) -> usize {
-            (self.next_u64() % n as u64) as usize
-        }
-        fn bytes(&mut self, n: usize) -> Vec<u8> {
-            (0..n).map(|_| self.next_u64() as u8).collect()
-        }
-    }
 
     fn compressible(rng: &mut Rng, n: usize) -> Vec<u8> {
         const WORDS: [&str; 12] = [

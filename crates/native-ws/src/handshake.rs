@@ -410,6 +410,7 @@ fn standard_reason(status: u16) -> Option<&'static str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::testutil::Rng;
     use std::fmt::Write as _;
 
     const KEY: &str = "dGhlIHNhbXBsZSBub25jZQ==";
@@ -899,28 +900,10 @@ mod tests {
         );
     }
 
-    /// xorshift64: a tiny deterministic PRNG, enough to shake the parser.
-    struct XorShift(u64);
-
-    impl XorShift {
-        fn next(&mut self) -> u64 {
-            let mut x = self.0;
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            self.0 = x;
-            x
-        }
-
-        fn below(&mut self, n: usize) -> usize {
-            usize::try_from(self.next() % n as u64).unwrap()
-        }
-    }
-
     #[test]
     fn random_bytes_never_panic() {
         const ALPHABET: &[u8] = b"GETPOST /?=&HTTP/1.0.1\r\n\r\n:: \t,;aAzZ09-_\x00\x7f\x80\xff";
-        let mut rng = XorShift(0x9E37_79B9_7F4A_7C15);
+        let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
         let base = {
             let mut v = CHROME.as_bytes().to_vec();
             v.extend_from_slice(&MASKED_HELLO);
@@ -934,7 +917,7 @@ mod tests {
                 // arbitrary bytes
                 0 => {
                     let len = rng.below(256);
-                    (0..len).map(|_| rng.next().to_le_bytes()[0]).collect()
+                    (0..len).map(|_| rng.next_u64().to_le_bytes()[0]).collect()
                 }
                 // bytes drawn from an HTTP-looking alphabet, with a plausible start
                 1 => {
@@ -948,7 +931,7 @@ mod tests {
                     let mut v = base.clone();
                     for _ in 0..=rng.below(4) {
                         let i = rng.below(v.len());
-                        v[i] = rng.next().to_le_bytes()[0];
+                        v[i] = rng.next_u64().to_le_bytes()[0];
                     }
                     v.truncate(rng.below(v.len() + 1));
                     v

@@ -23,6 +23,8 @@ pub mod message;
 pub mod server;
 pub mod stats;
 mod task;
+#[cfg(test)]
+mod testutil;
 
 pub use config::Behavior;
 pub use conn::{Conn, SendStatus};

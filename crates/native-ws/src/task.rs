@@ -29,45 +29,39 @@ thread_local! {
 
 type Outcome = (u16, String);
 
-/// Read once. A short read means the kernel queue was drained: we then report "would block" to
-/// tokio from inside `try_io`, which clears the readiness captured BEFORE the read (a newer
-/// event keeps it set), saving the EAGAIN read that would otherwise follow every read.
-fn read_once(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+/// One read or write syscall. A short read means the kernel queue was drained, a partial write
+/// that the kernel buffer is full: we then report "would block" to tokio from inside `try_io`,
+/// which clears the readiness captured BEFORE the syscall (a newer event keeps it set). This saves
+/// the EAGAIN syscall that would otherwise follow every read and every partial write.
+fn io_once(
+    stream: &TcpStream,
+    interest: Interest,
+    len: usize,
+    mut op: impl FnMut(&std::net::TcpStream) -> io::Result<usize>,
+) -> io::Result<usize> {
     let fd = stream.as_raw_fd();
-    let mut got = 0;
-    let r = stream.try_io(Interest::READABLE, || {
+    let mut done = 0;
+    let r = stream.try_io(interest, || {
         // SAFETY: `fd` belongs to `stream`, alive for this call; ManuallyDrop never closes it.
         let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-        got = (&*s).read(buf)?;
-        if got > 0 && got < buf.len() {
+        done = op(&s)?;
+        if done > 0 && done < len {
             return Err(io::ErrorKind::WouldBlock.into());
         }
-        Ok(got)
+        Ok(done)
     });
     match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock && got > 0 => Ok(got),
+        Err(e) if e.kind() == io::ErrorKind::WouldBlock && done > 0 => Ok(done),
         r => r,
     }
 }
 
-/// Write once; a partial write means the kernel buffer is full: clear write readiness the same
-/// way, so the next attempt waits for writability instead of failing with EAGAIN.
+fn read_once(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+    io_once(stream, Interest::READABLE, buf.len(), |mut s| s.read(buf))
+}
+
 fn write_once(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
-    let fd = stream.as_raw_fd();
-    let mut put = 0;
-    let r = stream.try_io(Interest::WRITABLE, || {
-        // SAFETY: as in `read_once`.
-        let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-        put = (&*s).write(bytes)?;
-        if put > 0 && put < bytes.len() {
-            return Err(io::ErrorKind::WouldBlock.into());
-        }
-        Ok(put)
-    });
-    match r {
-        Err(e) if e.kind() == io::ErrorKind::WouldBlock && put > 0 => Ok(put),
-        r => r,
-    }
+    io_once(stream, Interest::WRITABLE, bytes.len(), |mut s| s.write(bytes))
 }
 
 fn abnormal() -> Outcome {
@@ -225,7 +219,7 @@ impl Task {
         }
         if self.conn.behavior.send_pings && !self.ping_sent && now >= self.last_rx + full / 2 {
             self.ping_sent = true;
-            if self.conn.queue_control(codec::OP_PING, b"", false) {
+            if self.conn.queue_control(codec::OP_PING, b"") {
                 return self.pump();
             }
         }
@@ -363,7 +357,7 @@ impl Task {
                     handler.message(conn, payload, !text);
                 }
             }
-            Msg::Ping(p) => pong |= conn.queue_control(codec::OP_PONG, p, false),
+            Msg::Ping(p) => pong |= conn.queue_control(codec::OP_PONG, p),
             Msg::Pong(_) => {}
             Msg::Close(code, reason) => peer_close = Some((code, reason.to_string())),
         });
