@@ -575,4 +575,10 @@ function App(options) {
   return new TemplatedApp(options);
 }
 
-module.exports = { App, SendStatus };
+module.exports = {
+  App,
+  SendStatus,
+  /** Validate permessage-deflate options (as for `behavior.compression`); errors name `where`
+   *  and the key. Returns the normalised options, or null when compression is off. */
+  compressionOptions,
+};

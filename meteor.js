@@ -9,6 +9,7 @@
 
 const EventEmitter = require('node:events');
 const crypto = require('node:crypto');
+const core = require('./index.js');
 
 const NAME = 'native';
 const KIB = 1024;
@@ -49,17 +50,6 @@ function isInt(v, min, max) {
 // ---------------------------------------------------------------------------------------------
 // SERVER_WEBSOCKET_COMPRESSION
 
-const COMPRESSION_KEYS = {
-  threshold: { check: (v) => isInt(v, 0, Number.MAX_SAFE_INTEGER), valid: 'an integer >= 0 (bytes)' },
-  level: { check: (v) => isInt(v, 0, 9), valid: 'an integer 0..9' },
-  memLevel: { check: (v) => isInt(v, 1, 9), valid: 'an integer 1..9' },
-  strategy: { check: (v) => isInt(v, 0, 4), valid: 'an integer 0..4' },
-  noContextTakeover: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
-  maxWindowBits: { check: (v) => isInt(v, 8, 15), valid: 'an integer 8..15' },
-  requestNoContextTakeover: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
-  requestMaxWindowBits: { check: (v) => isInt(v, 8, 15), valid: 'an integer 8..15' },
-};
-
 /**
  * Map the value of SERVER_WEBSOCKET_COMPRESSION to the core's `compression` option, as Meteor and
  * sockjs read that variable: unset/empty → Meteor's defaults; JSON falsy (false, 0, null) → false;
@@ -83,18 +73,8 @@ function compressionFromEnv(value) {
     throw new Error(`SERVER_WEBSOCKET_COMPRESSION must be false, true or a JSON object of ` +
       `permessage-deflate options, got ${show(value)}`);
   }
-  const out = { ...DEFAULT_COMPRESSION };
-  for (const key of Object.keys(parsed)) {
-    const rule = COMPRESSION_KEYS[key];
-    if (!rule) {
-      throw new Error(`SERVER_WEBSOCKET_COMPRESSION has an unknown key ${show(key)}; valid keys: ` +
-        `${Object.keys(COMPRESSION_KEYS).join(', ')}`);
-    }
-    if (!rule.check(parsed[key])) {
-      throw new Error(`SERVER_WEBSOCKET_COMPRESSION.${key} must be ${rule.valid}, got ${show(parsed[key])}`);
-    }
-    out[key] = parsed[key];
-  }
+  const out = { ...DEFAULT_COMPRESSION, ...parsed };
+  core.compressionOptions(out, 'SERVER_WEBSOCKET_COMPRESSION'); // throws naming the variable and the key
   return out;
 }
 
@@ -341,7 +321,6 @@ function setupNative(httpServer, pathPrefix, options, opts) {
     if (Array.isArray(ext) && ext.length === 0) compression = false;
   }
   const logger = opts.logger || console;
-  const core = opts.core || require('./index.js');
   const prefix = typeof pathPrefix === 'string' ? pathPrefix.replace(/\/+$/, '') : '';
   const paths = [prefix + '/websocket', prefix + '/websocket/'];
 
