@@ -328,13 +328,8 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   const app = core.App({ threads: settings.threads });
   const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
   const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
-  // The core socket → our socket. userData is per socket; the WeakMap covers a core that hands out
-  // a fresh wrapper object but a stable userData, and the reverse.
+  // The core's socket → our contract socket (core sockets are stable objects).
   const byWs = new WeakMap();
-  const lookup = (ws) => {
-    const ud = ws.getUserData();
-    return (ud && ud.__meteorSocket) || byWs.get(ws);
-  };
 
   const behavior = {
     compression,
@@ -345,22 +340,18 @@ function setupNative(httpServer, pathPrefix, options, opts) {
     sendPingsAutomatically: false,
     open(ws) {
       const socket = new NativeSocket(ws, transportState);
-      const ud = ws.getUserData();
-      if (ud && typeof ud === 'object') ud.__meteorSocket = socket;
       byWs.set(ws, socket);
       if (fallbackTimeoutMs > 0) ws.setIdleTimeout(fallbackTimeoutMs);
       events.emit('connection', socket);
     },
     message(ws, data, isBinary) {
       if (isBinary) return; // DDP is text; sockjs and uws ignore binary frames too
-      const socket = lookup(ws);
-      if (socket && !socket._closed) socket.emit('data', typeof data === 'string' ? data : String(data));
+      const socket = byWs.get(ws);
+      if (socket && !socket._closed) socket.emit('data', data);
     },
     close(ws, code) {
-      const socket = lookup(ws);
+      const socket = byWs.get(ws);
       if (!socket) return;
-      const ud = ws.getUserData();
-      if (ud && typeof ud === 'object') ud.__meteorSocket = undefined;
       byWs.delete(ws);
       socket._onClose(code);
     },
@@ -371,10 +362,8 @@ function setupNative(httpServer, pathPrefix, options, opts) {
 
   let sigterm = null;
   if (settings.drainOnSigterm) sigterm = installSigtermDrain(app, logger);
-  httpServer.once('close', () => {
-    if (sigterm) process.removeListener('SIGTERM', sigterm);
-    try { app.close(); } catch (e) { /* already closed */ }
-  });
+  // attach() closes the app when the server closes; the SIGTERM hook goes with it.
+  if (sigterm) httpServer.once('close', () => process.removeListener('SIGTERM', sigterm));
 
   Object.defineProperty(events, '_app', { value: app, enumerable: false });
   Object.defineProperty(events, '_settings', { value: settings, enumerable: false });
