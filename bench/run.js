@@ -1,0 +1,458 @@
+#!/usr/bin/env node
+'use strict';
+// The side-by-side benchmark runner (`npm run bench`). See bench/README.md for the method.
+//
+//   node bench/run.js [--smoke] [--rounds N] [--only a,b] [--workloads x,y] [--seconds N] [--out DIR]
+//
+// For each round, for each workload, every transport runs once (interleaved: A B C … A B C …), each
+// run on a fresh server process. The runner samples the server's CPU (utime+stime of the whole
+// process, /proc/<pid>/stat), the load generator's, its own and the machine's (/proc/stat) at the
+// load generator's `MARK start`/`MARK end` lines, and redoes a run whose "other processes" CPU was
+// above OTHER_CPU_LIMIT cores (at most MAX_REDOS times). Results: <out>/<date>.{json,md,svg} and
+// <out>/latest.{json,md,svg}.
+
+const { spawn, execFile } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+const readline = require('node:readline');
+const { renderMarkdown, renderSvg } = require('./report');
+const W = require('./workloads');
+
+const ROOT = path.resolve(__dirname, '..');
+const OTHER_CPU_LIMIT = 0.15; // cores used by other processes during a measured window
+const MAX_REDOS = 2;
+const MIN_WINDOW_FOR_REDO_S = 1; // windows shorter than this are too coarse for /proc's 10 ms ticks
+
+// ------------------------------------------------------------------------------------------------
+// Options
+
+function parseArgs(argv) {
+  const o = { smoke: false, rounds: null, only: null, workloads: null, seconds: null, out: path.join(__dirname, 'results') };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const val = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    switch (a) {
+      case '--smoke': o.smoke = true; break;
+      case '--rounds': o.rounds = posInt(a, val()); break;
+      case '--only': o.only = val().split(',').map((s) => s.trim()).filter(Boolean); break;
+      case '--workloads': o.workloads = val().split(',').map((s) => s.trim()).filter(Boolean); break;
+      case '--seconds': o.seconds = Number(val()); if (!(o.seconds > 0)) throw new Error('--seconds must be > 0'); break;
+      case '--out': o.out = path.resolve(val()); break;
+      case '--render': o.render = path.resolve(val()); break;
+      case '-h': case '--help':
+        process.stdout.write('usage: node bench/run.js [--smoke] [--rounds N] [--only a,b] [--workloads x,y] [--seconds N] [--out DIR]\n' +
+          '       node bench/run.js --render bench/results/latest.json   # rewrite its .md and .svg\n' +
+          `  transports: ${W.TRANSPORTS.map((t) => t.name).join(', ')}\n  workloads: ${W.WORKLOADS.map((w) => w.name).join(', ')}\n`);
+        process.exit(0);
+        break;
+      default: throw new Error(`unknown argument ${a}`);
+    }
+  }
+  for (const [list, all, what] of [[o.only, W.TRANSPORTS, 'transport'], [o.workloads, W.WORKLOADS, 'workload']]) {
+    for (const n of list || []) {
+      if (!all.some((x) => x.name === n)) throw new Error(`unknown ${what} ${n}; known: ${all.map((x) => x.name).join(', ')}`);
+    }
+  }
+  if (o.rounds === null) o.rounds = o.smoke ? 1 : 3;
+  return o;
+}
+
+function posInt(name, v) {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`${name} must be a positive integer`);
+  return n;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Children: every one in its own process group, all killed when the runner exits.
+
+const live = new Set();
+
+function track(child) {
+  live.add(child);
+  child.on('exit', () => live.delete(child));
+  return child;
+}
+
+function killGroup(child, signal) {
+  if (!child || child.exitCode !== null || child.signalCode !== null) return;
+  try { process.kill(-child.pid, signal); } catch (e) {
+    try { child.kill(signal); } catch (e2) { /* gone */ }
+  }
+}
+
+function killAll() {
+  for (const c of live) killGroup(c, 'SIGKILL');
+}
+
+process.on('exit', killAll);
+for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) {
+  process.on(sig, () => {
+    process.stderr.write(`\nbench: ${sig}, stopping children\n`);
+    killAll();
+    process.exit(130);
+  });
+}
+
+function exitPromise(child) {
+  if (child.exitCode !== null || child.signalCode !== null) return Promise.resolve();
+  return new Promise((resolve) => child.once('exit', resolve));
+}
+
+function withTimeout(promise, ms) {
+  let timer;
+  return Promise.race([promise, new Promise((resolve) => { timer = setTimeout(() => resolve('timeout'), ms); })])
+    .finally(() => clearTimeout(timer));
+}
+
+function run(cmd, args, opts = {}) {
+  return new Promise((resolve) => {
+    execFile(cmd, args, { cwd: ROOT, maxBuffer: 64 << 20, ...opts }, (err, stdout, stderr) => {
+      resolve({ ok: !err, code: err ? err.code : 0, stdout: String(stdout), stderr: String(stderr) });
+    });
+  });
+}
+
+// ------------------------------------------------------------------------------------------------
+// /proc sampling
+
+const CLK_TCK = 100; // USER_HZ: 100 on every Linux ABI Node runs on
+
+function procCpuUs(pid) {
+  try {
+    const s = fs.readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = s.slice(s.lastIndexOf(')') + 2).split(' ');
+    return (Number(f[11]) + Number(f[12])) * (1e6 / CLK_TCK); // utime + stime, every thread
+  } catch (e) {
+    return null;
+  }
+}
+
+function procRssKiB(pid) {
+  try {
+    const m = /VmRSS:\s+(\d+)\s+kB/.exec(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    return m ? Number(m[1]) : null;
+  } catch (e) {
+    return null;
+  }
+}
+
+function machineCpuUs() {
+  const line = fs.readFileSync('/proc/stat', 'utf8').split('\n')[0].trim().split(/\s+/).slice(1).map(Number);
+  const [user, nice, system, , , irq, softirq, steal] = line;
+  return { busy: (user + nice + system + irq + softirq) * (1e6 / CLK_TCK), steal: (steal || 0) * (1e6 / CLK_TCK) };
+}
+
+function sample(serverPid, lgPid) {
+  const self = process.cpuUsage();
+  return {
+    t: performance.now(),
+    server: procCpuUs(serverPid),
+    loadgen: procCpuUs(lgPid),
+    machine: machineCpuUs(),
+    self: self.user + self.system,
+  };
+}
+
+// ------------------------------------------------------------------------------------------------
+// Machine line, loadgen build
+
+async function machineInfo() {
+  const cpuinfo = fs.readFileSync('/proc/cpuinfo', 'utf8');
+  const model = (/^model name\s*:\s*(.+)$/m.exec(cpuinfo) || [])[1] || os.cpus()[0]?.model || 'unknown';
+  const rustc = await run('rustc', ['-V']);
+  const uwsPkg = readJson(path.join(ROOT, 'node_modules', 'uws-pack', 'package.json'));
+  return {
+    cores: os.cpus().length,
+    cpu: model.trim(),
+    memGiB: Math.round(os.totalmem() / 2 ** 30),
+    kernel: os.release(),
+    node: process.version,
+    rustc: rustc.ok ? rustc.stdout.trim() : 'unavailable',
+    uwsPack: uwsPkg ? uwsPkg.version : null,
+  };
+}
+
+function readJson(p) {
+  try { return JSON.parse(fs.readFileSync(p, 'utf8')); } catch (e) { return null; }
+}
+
+async function buildLoadgen() {
+  const manifest = path.join(__dirname, 'loadgen', 'Cargo.toml');
+  process.stderr.write('bench: building the load generator (cargo build --release)…\n');
+  const b = await run('cargo', ['build', '--release', '--quiet', '--manifest-path', manifest]);
+  const meta = await run('cargo', ['metadata', '--no-deps', '--format-version', '1', '--manifest-path', manifest]);
+  let bin = null;
+  if (meta.ok) {
+    try { bin = path.join(JSON.parse(meta.stdout).target_directory, 'release', 'loadgen'); } catch (e) { bin = null; }
+  }
+  const candidates = [bin, path.join(__dirname, 'loadgen', 'target', 'release', 'loadgen'), path.join(ROOT, 'target', 'release', 'loadgen')];
+  const found = candidates.find((p) => p && fs.existsSync(p));
+  if (!b.ok) {
+    process.stderr.write(b.stderr);
+    if (!found) throw new Error('could not build bench/loadgen');
+    process.stderr.write(`bench: cargo build failed; using the existing ${found}\n`);
+  }
+  if (!found) throw new Error('loadgen binary not found after the build');
+  return found;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Servers
+
+async function startServer(t, compress, smoke) {
+  const env = { ...process.env, BENCH_EXIT_ON_STDIN_END: '1', BENCH_COMPRESS: compress ? '1' : '0' };
+  const [cmd, ...args] = t.command(ROOT);
+  // Raise the fd limit for thousands of idle sockets, then exec: the pid stays the server's.
+  const child = track(spawn('bash', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@"', 'bench-server', cmd, ...args, '--port', '0'], {
+    cwd: ROOT, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'],
+  }));
+  let stderr = '';
+  child.stderr.on('data', (d) => { if (stderr.length < 8192) stderr += d; });
+  child.stdin.on('error', () => {});
+  const port = await new Promise((resolve) => {
+    const rl = readline.createInterface({ input: child.stdout });
+    const timer = setTimeout(() => resolve(null), smoke ? 30000 : 20000);
+    rl.on('line', (line) => {
+      const m = /^READY (\d+)$/.exec(line.trim());
+      if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+    });
+    child.on('exit', () => { clearTimeout(timer); resolve(null); });
+  });
+  child.stdout.resume();
+  if (!port) {
+    killGroup(child, 'SIGKILL');
+    await exitPromise(child);
+    throw new Error(`server ${t.name} did not start: ${stderr.trim().split('\n').slice(-3).join(' | ') || 'no READY line'}`);
+  }
+  return { child, port, stderr: () => stderr };
+}
+
+async function stopServer(s) {
+  killGroup(s.child, 'SIGTERM');
+  if (await withTimeout(exitPromise(s.child), 3000) === 'timeout') {
+    killGroup(s.child, 'SIGKILL');
+    await withTimeout(exitPromise(s.child), 3000);
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// One run: fresh server, one workload, samples at the marks.
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+async function runOnce(t, w, cfg) {
+  const rec = { transport: t.name, workload: w.name, ok: false };
+  let server;
+  try {
+    server = await startServer(t, w.compress, cfg.smoke);
+  } catch (e) {
+    rec.error = e.message;
+    return rec;
+  }
+  try {
+    await sleep(cfg.smoke ? 100 : 300);
+    const rssBefore = procRssKiB(server.child.pid);
+    const url = `ws://127.0.0.1:${server.port}/websocket`;
+    const [cmd, args] = w.command(cfg, url);
+    const lg = track(spawn(cmd, [...args, '--sync'], { cwd: ROOT, detached: true, stdio: ['pipe', 'pipe', 'pipe'] }));
+    lg.stdin.on('error', () => {});
+    let lgErr = '';
+    lg.stderr.on('data', (d) => { if (lgErr.length < 8192) lgErr += d; });
+    const marks = {};
+    let result = null;
+    let rssHeld = null;
+    const rl = readline.createInterface({ input: lg.stdout });
+    const rlClosed = new Promise((r) => rl.once('close', r));
+    rl.on('line', (line) => {
+      if (line.startsWith('MARK ')) {
+        marks[line.slice(5).trim()] = sample(server.child.pid, lg.pid);
+        lg.stdin.write('\n');
+      } else if (line.startsWith('HELD')) {
+        marks.held = sample(server.child.pid, lg.pid);
+        setTimeout(() => {
+          rssHeld = procRssKiB(server.child.pid);
+          marks.released = sample(server.child.pid, lg.pid);
+          lg.stdin.end();
+        }, cfg.smoke ? 200 : 1000);
+      } else if (line.startsWith('{')) {
+        try { result = JSON.parse(line); } catch (e) { /* keep looking */ }
+      }
+    });
+    const limit = w.timeoutS(cfg) * 1000;
+    const finished = await withTimeout(exitPromise(lg), limit);
+    if (finished === 'timeout') {
+      killGroup(lg, 'SIGKILL');
+      await exitPromise(lg);
+      rec.error = `load generator still running after ${limit / 1000} s (killed)`;
+    }
+    await withTimeout(rlClosed, 5000);
+    const serverAlive = server.child.exitCode === null && server.child.signalCode === null;
+    rec.loadgen = result;
+    if (!result) {
+      rec.error = rec.error || `no result line from the load generator (exit ${lg.exitCode}) ${lgErr.trim().slice(-300)}`;
+    } else if (!result.ok) {
+      rec.error = result.error || 'workload failed';
+    } else if (!serverAlive) {
+      rec.error = `server exited during the run: ${server.stderr().trim().slice(-300)}`;
+    } else {
+      rec.ok = true;
+    }
+    const a = marks.start || marks.held;
+    const b = marks.end || marks.released;
+    if (a && b && a.server !== null && b.server !== null) {
+      const wall = (b.t - a.t) / 1000;
+      const serverUs = b.server - a.server;
+      const lgUs = a.loadgen !== null && b.loadgen !== null ? b.loadgen - a.loadgen : 0;
+      const otherUs = (b.machine.busy - a.machine.busy) - serverUs - lgUs - (b.self - a.self);
+      rec.window = {
+        wall_s: round(wall, 4),
+        server_cpu_s: round(serverUs / 1e6, 4),
+        server_cores: round(serverUs / 1e6 / wall, 3),
+        loadgen_cpu_s: round(lgUs / 1e6, 4),
+        loadgen_cores: round(lgUs / 1e6 / wall, 3),
+        other_cores: round(Math.max(0, otherUs) / 1e6 / wall, 3),
+        steal_cores: round((b.machine.steal - a.machine.steal) / 1e6 / wall, 3),
+      };
+    }
+    if (w.name === 'idle') {
+      rec.rss = { before_kib: rssBefore, held_kib: rssHeld };
+    }
+    if (rec.ok) rec.metrics = w.metrics(rec);
+  } catch (e) {
+    rec.ok = false;
+    rec.error = e.message;
+  } finally {
+    await stopServer(server);
+  }
+  return rec;
+}
+
+function round(x, d) {
+  const f = 10 ** d;
+  return Math.round(x * f) / f;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Medians
+
+function median(xs) {
+  const v = xs.filter((x) => typeof x === 'number' && Number.isFinite(x)).sort((a, b) => a - b);
+  if (!v.length) return null;
+  const m = v.length >> 1;
+  return v.length % 2 ? v[m] : (v[m - 1] + v[m]) / 2;
+}
+
+function summarize(transports, workloads, runs, availability) {
+  const out = {};
+  for (const t of transports) {
+    out[t.name] = {};
+    for (const w of workloads) {
+      const na = availability[t.name] || w.notApplicable(t);
+      if (na) {
+        out[t.name][w.name] = { status: 'n/a', reason: na };
+        continue;
+      }
+      const mine = runs.filter((r) => r.transport === t.name && r.workload === w.name && r.final);
+      const good = mine.filter((r) => r.ok);
+      const cell = { status: good.length === mine.length && mine.length > 0 ? 'ok' : 'failed', runs: mine.length, ok: good.length };
+      if (good.length < mine.length) cell.errors = [...new Set(mine.filter((r) => !r.ok).map((r) => r.error))];
+      if (good.length) {
+        cell.metrics = {};
+        for (const k of Object.keys(good[0].metrics)) cell.metrics[k] = median(good.map((r) => r.metrics[k]));
+      }
+      out[t.name][w.name] = cell;
+    }
+  }
+  return out;
+}
+
+// ------------------------------------------------------------------------------------------------
+
+/** --render X.json: rewrite X.md and X.svg from a saved report (after a report.js change). */
+function rerender(file) {
+  const report = JSON.parse(fs.readFileSync(file, 'utf8'));
+  const base = file.replace(/\.json$/, '');
+  const name = path.basename(base);
+  fs.writeFileSync(`${base}.md`, renderMarkdown(report, W, `${name}.svg`));
+  fs.writeFileSync(`${base}.svg`, renderSvg(report, W));
+  process.stdout.write(renderMarkdown(report, W, null));
+}
+
+async function main() {
+  const opts = parseArgs(process.argv.slice(2));
+  if (opts.render) return rerender(opts.render);
+  const cfg = W.config(opts);
+  const transports = W.TRANSPORTS.filter((t) => !opts.only || opts.only.includes(t.name));
+  const workloads = W.WORKLOADS.filter((w) => !opts.workloads || opts.workloads.includes(w.name));
+  const machine = await machineInfo();
+  process.stderr.write(`bench: ${machine.cores} cores, ${machine.cpu}, Node ${machine.node}, ${machine.rustc}\n`);
+  cfg.loadgen = await buildLoadgen();
+
+  const availability = {};
+  for (const t of transports) availability[t.name] = t.unavailable(ROOT);
+  for (const [n, why] of Object.entries(availability)) if (why) process.stderr.write(`bench: ${n}: n/a (${why})\n`);
+
+  const runs = [];
+  const started = new Date();
+  for (let round = 1; round <= opts.rounds; round++) {
+    for (const w of workloads) {
+      for (const t of transports) {
+        if (availability[t.name] || w.notApplicable(t)) continue;
+        let best = null;
+        for (let attempt = 0; attempt <= MAX_REDOS; attempt++) {
+          const rec = await runOnce(t, w, cfg);
+          rec.round = round;
+          rec.attempt = attempt;
+          runs.push(rec);
+          const other = rec.window ? rec.window.other_cores : 0;
+          const noisy = !opts.smoke && w.cpuSensitive !== false && rec.ok && rec.window && rec.window.wall_s >= MIN_WINDOW_FOR_REDO_S && other > OTHER_CPU_LIMIT;
+          process.stderr.write(`bench: [${round}/${opts.rounds}] ${w.name.padEnd(20)} ${t.name.padEnd(13)} ` +
+            `${rec.ok ? w.brief(rec.metrics) : 'FAILED: ' + rec.error}` +
+            `${rec.window ? `  (other ${rec.window.other_cores} cores)` : ''}${noisy ? ' → redo' : ''}\n`);
+          if (!best || (rec.ok && (!best.ok || (rec.window && best.window && rec.window.other_cores < best.window.other_cores)))) best = rec;
+          if (!noisy) break;
+        }
+        best.final = true;
+      }
+    }
+  }
+
+  const medians = summarize(transports, workloads, runs, availability);
+  const date = started.toISOString().slice(0, 10);
+  const report = {
+    date,
+    started: started.toISOString(),
+    finished: new Date().toISOString(),
+    machine,
+    config: { ...cfg, loadgen: path.relative(ROOT, cfg.loadgen), rounds: opts.rounds, smoke: opts.smoke,
+      otherCpuLimitCores: OTHER_CPU_LIMIT, maxRedos: MAX_REDOS },
+    transports: transports.map((t) => ({ name: t.name, description: t.description, unavailable: availability[t.name] || null })),
+    workloads: workloads.map((w) => ({ name: w.name, description: w.description })),
+    medians,
+    runs,
+  };
+  const svg = renderSvg(report, W);
+  fs.mkdirSync(opts.out, { recursive: true });
+  const json = JSON.stringify(report, null, 2) + '\n';
+  for (const name of [date, 'latest']) {
+    fs.writeFileSync(path.join(opts.out, `${name}.json`), json);
+    fs.writeFileSync(path.join(opts.out, `${name}.md`), renderMarkdown(report, W, `${name}.svg`));
+    fs.writeFileSync(path.join(opts.out, `${name}.svg`), svg);
+  }
+  const md = renderMarkdown(report, W, null);
+  process.stdout.write(md);
+  process.stderr.write(`bench: wrote ${path.join(opts.out, date)}.{json,md,svg} and latest.*\n`);
+  const failed = Object.values(medians).some((row) => Object.values(row).some((c) => c.status === 'failed'));
+  process.exitCode = failed ? 1 : 0;
+}
+
+main().catch((e) => {
+  process.stderr.write(`bench: ${e && e.stack || e}\n`);
+  killAll();
+  process.exit(2);
+});

@@ -1,0 +1,104 @@
+'use strict';
+// Shared plumbing of the benchmark servers: port and flags, READY line, exit rules, the DDP server
+// they all run, and Meteor's permessage-deflate defaults in each library's spelling.
+//
+// Every server: `node bench/servers/<name>.js [--port P]` (or env PORT; 0 = any free port), binds
+// 127.0.0.1, prints `READY <port>` once listening, exits on SIGTERM/SIGINT, and (when
+// BENCH_EXIT_ON_STDIN_END=1, as the runner sets it) when its stdin closes, so that it can never
+// outlive the runner. BENCH_COMPRESS=1 turns permessage-deflate on with Meteor's defaults.
+
+const EventEmitter = require('node:events');
+const path = require('node:path');
+
+const ROOT = path.resolve(__dirname, '..', '..');
+const COMPRESS = process.env.BENCH_COMPRESS === '1';
+const MAX_PAYLOAD = 16 * 1024 * 1024;
+
+/** Meteor's SERVER_WEBSOCKET_COMPRESSION defaults (faye / permessage-deflate spelling). */
+const METEOR_DEFLATE = Object.freeze({
+  threshold: 1024, level: 1, memLevel: 1, noContextTakeover: true, maxWindowBits: 8,
+});
+
+function portArg() {
+  const i = process.argv.indexOf('--port');
+  const raw = i >= 0 ? process.argv[i + 1] : process.env.PORT;
+  const port = raw === undefined ? 0 : Number(raw);
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    console.error(`bad port ${raw}`);
+    process.exit(2);
+  }
+  return port;
+}
+
+function ready(port) {
+  process.stdout.write(`READY ${port}\n`);
+}
+
+let exiting = false;
+function exitRules(onExit) {
+  const bye = (code) => {
+    if (exiting) return;
+    exiting = true;
+    try { if (onExit) onExit(); } catch (e) { /* exiting anyway */ }
+    process.exit(code);
+  };
+  process.on('SIGTERM', () => bye(0));
+  process.on('SIGINT', () => bye(0));
+  if (process.env.BENCH_EXIT_ON_STDIN_END === '1') {
+    process.stdin.on('end', () => bye(0));
+    process.stdin.on('error', () => bye(0));
+    process.stdin.resume();
+  }
+  process.on('uncaughtException', (e) => {
+    console.error(e && e.stack || e);
+    bye(1);
+  });
+}
+
+function loadDdp() {
+  const { DdpServer } = require(path.join(ROOT, 'lib', 'ddp-session'));
+  return new DdpServer();
+}
+
+/** `/websocket` or `/websocket/`, query allowed (Meteor's path rule). */
+function isWebsocketPath(url) {
+  if (typeof url !== 'string') return false;
+  const q = url.indexOf('?');
+  const p = q < 0 ? url : url.slice(0, q);
+  return p === '/websocket' || p === '/websocket/';
+}
+
+/**
+ * A Meteor-contract socket over a transport that has no EventEmitter of its own (uWS, the native
+ * core): `on('data'|'close')`, `send(str)`, `close()`, `isClosed`.
+ */
+class ShimSocket extends EventEmitter {
+  constructor(sendFn, closeFn) {
+    super();
+    this._send = sendFn;
+    this._close = closeFn;
+    this.isClosed = false;
+    this.protocol = 'websocket-raw';
+  }
+
+  send(str) {
+    if (!this.isClosed) this._send(str);
+  }
+
+  close() {
+    if (!this.isClosed) this._close();
+  }
+
+  setWebsocketTimeout() { /* the transports' own idle timeouts apply */ }
+
+  _closed() {
+    if (this.isClosed) return;
+    this.isClosed = true;
+    this.emit('close');
+  }
+}
+
+module.exports = {
+  ROOT, COMPRESS, MAX_PAYLOAD, METEOR_DEFLATE,
+  portArg, ready, exitRules, loadDdp, isWebsocketPath, ShimSocket,
+};

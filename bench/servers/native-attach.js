@@ -1,0 +1,27 @@
+'use strict';
+// ddp-transport-native through its Meteor adapter (meteor.js), attached to a Node http.Server on the
+// app's own port — exactly what a Meteor 3.5 app with transport `native` runs. Compression follows
+// Meteor: SERVER_WEBSOCKET_COMPRESSION unset + permessage-deflate2 extensions when BENCH_COMPRESS=1,
+// otherwise `false` and no extensions.
+const http = require('node:http');
+const path = require('node:path');
+const { COMPRESS, METEOR_DEFLATE, ROOT, portArg, ready, exitRules, loadDdp } = require('./common');
+
+if (COMPRESS) delete process.env.SERVER_WEBSOCKET_COMPRESSION;
+else process.env.SERVER_WEBSOCKET_COMPRESSION = 'false';
+
+const { createNativeTransport } = require(path.join(ROOT, 'meteor'));
+const ddp = loadDdp();
+const server = http.createServer((req, res) => {
+  res.writeHead(404, { 'Content-Type': 'text/plain' });
+  res.end('not found');
+});
+
+const websocketExtensions = COMPRESS
+  ? () => [require('permessage-deflate2').configure({ ...METEOR_DEFLATE })]
+  : () => [];
+const events = createNativeTransport({ settings: {} }).setup(server, '', { websocketExtensions });
+events.on('connection', (socket) => ddp.handle(socket));
+
+exitRules(() => server.close());
+server.listen(portArg(), '127.0.0.1', () => ready(server.address().port));

@@ -1,0 +1,43 @@
+'use strict';
+// The uWebSockets.js (uws-pack 20.0.8) app both uWS servers run: App().ws('/*') with the DDP server
+// behind a Meteor-contract shim. Settings follow Meteor's uws transport (maxBackpressure 16 MiB,
+// idleTimeout 45 s) except maxPayloadLength, which is 16 MiB here as for every other server.
+// Compression: off; BENCH_COMPRESS=1 → SHARED_COMPRESSOR | SHARED_DECOMPRESSOR (uWS has no
+// threshold, level or window settings, so this is the closest it gets to Meteor's defaults).
+const { COMPRESS, MAX_PAYLOAD, ShimSocket } = require('./common');
+
+async function createUwsApp(ddp) {
+  const uws = await import('uws-pack');
+  const app = uws.App();
+  const compression = COMPRESS ? (uws.SHARED_COMPRESSOR | uws.SHARED_DECOMPRESSOR) : uws.DISABLED;
+  app.ws('/*', {
+    compression,
+    maxPayloadLength: MAX_PAYLOAD,
+    maxBackpressure: 16 * 1024 * 1024,
+    idleTimeout: 45,
+    open(ws) {
+      const sock = new ShimSocket((str) => ws.send(str, false, COMPRESS), () => ws.end(1000));
+      ws.sock = sock;
+      ddp.handle(sock);
+    },
+    message(ws, ab, isBinary) {
+      if (!isBinary) ws.sock.emit('data', Buffer.from(ab).toString('utf8'));
+    },
+    close(ws) {
+      ws.sock._closed();
+    },
+  });
+  return { uws, app };
+}
+
+/** Listen on host:port (0 = any); resolves the bound port. */
+function listen(uws, app, host, port) {
+  return new Promise((resolve, reject) => {
+    app.listen(host, port, (token) => {
+      if (!token) reject(new Error(`uWS could not listen on ${host}:${port}`));
+      else resolve(uws.us_socket_local_port(token));
+    });
+  });
+}
+
+module.exports = { createUwsApp, listen };

@@ -1,0 +1,194 @@
+'use strict';
+// What the runner runs: the transports (server commands, availability) and the workloads (load
+// generator command lines, derived metrics), plus the headline columns the report shows.
+
+const fs = require('node:fs');
+const path = require('node:path');
+
+const NODE = process.execPath;
+
+function nativeAddonMissing(root) {
+  const hasNode = fs.readdirSync(root).some((f) => f.endsWith('.node'));
+  if (!hasNode || !fs.existsSync(path.join(root, 'index.js'))) return 'addon not built (npm run build)';
+  return null;
+}
+
+function ddpMissing(root) {
+  return fs.existsSync(path.join(root, 'lib', 'ddp-session.js')) ? null : 'lib/ddp-session.js missing';
+}
+
+function uwsMissing(root) {
+  return fs.existsSync(path.join(root, 'node_modules', 'uws-pack', 'package.json')) ? null : 'uws-pack not installed';
+}
+
+const nodeServer = (file) => () => [NODE, path.join('bench', 'servers', file)];
+
+const TRANSPORTS = [
+  { name: 'sockjs', description: "sockjs 0.3.24 + faye-websocket + permessage-deflate2 (Meteor's default transport; /websocket rewritten to /sockjs/websocket)",
+    command: nodeServer('sockjs.js'), unavailable: ddpMissing, compression: true },
+  { name: 'ws', description: 'ws 8 WebSocketServer on a Node http.Server at /websocket',
+    command: nodeServer('ws.js'), unavailable: ddpMissing, compression: true },
+  { name: 'uws-direct', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself',
+    command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
+  { name: 'uws-proxied', description: "Meteor 3.5's uws design: uWS on an internal loopback port, Node's http.Server piping /websocket upgrades to it",
+    command: nodeServer('uws-proxied.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
+  { name: 'native-attach', description: "ddp-transport-native through its Meteor adapter (meteor.js), attached to a Node http.Server (same port)",
+    command: nodeServer('native-attach.js'),
+    unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r) || (fs.existsSync(path.join(r, 'meteor.js')) ? null : 'meteor.js missing'),
+    compression: true },
+  { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
+    command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
+  { name: 'native-rust', description: 'a pure-Rust DDP responder on the same core (no JS): the ceiling',
+    command: (root) => [path.join(root, 'target', 'release', 'rust-echo')],
+    unavailable: (r) => (fs.existsSync(path.join(r, 'target', 'release', 'rust-echo')) ? null : 'target/release/rust-echo not built'),
+    compression: false },
+];
+
+/** Workload sizes: full run, or --smoke (seconds long; proves every server and workload works). */
+function config(opts) {
+  const smoke = !!opts.smoke;
+  const seconds = opts.seconds || (smoke ? 1 : 10);
+  return {
+    smoke,
+    burstClients: 100,
+    rttCalls: smoke ? 50 : 1000,
+    tpClients: 50,
+    tpInflight: 4,
+    tpSeconds: seconds,
+    idleClients: smoke ? 20 : 5000,
+    fanoutSubscribers: smoke ? 20 : 500,
+    fanoutWrites: smoke ? 20 : 200,
+    compClients: smoke ? 10 : 50,
+    compInflight: 4,
+    compSeconds: seconds,
+    compPayload: 2048,
+  };
+}
+
+const r1 = (x) => Math.round(x * 10) / 10;
+const r3 = (x) => Math.round(x * 1000) / 1000;
+const fmtInt = (x) => Math.round(x).toLocaleString('en-US');
+const perUnit = (rec, n) => (rec.window && n ? r3((rec.window.server_cpu_s * 1e6) / n) : null);
+const lg = (cfg, ...args) => [cfg.loadgen, args.map(String)];
+
+const WORKLOADS = [
+  {
+    name: 'burst',
+    description: 'N connections opened at once, each does the DDP connect; time until all are connected',
+    command: (cfg, url) => lg(cfg, 'burst', '--url', url, '--clients', cfg.burstClients),
+    timeoutS: () => 90,
+    notApplicable: () => null,
+    metrics: (rec) => ({
+      total_ms: rec.loadgen.total_ms,
+      connect_p99_ms: rec.loadgen.connect_p99_ms,
+      server_cpu_us_per_conn: perUnit(rec, rec.loadgen.connected),
+    }),
+    brief: (m) => `${m.total_ms} ms to connect all, ${m.server_cpu_us_per_conn} µs server CPU/conn`,
+  },
+  {
+    name: 'rtt',
+    description: 'one client, sequential echo calls; round-trip percentiles',
+    command: (cfg, url) => lg(cfg, 'rtt', '--url', url, '--calls', cfg.rttCalls),
+    timeoutS: () => 90,
+    notApplicable: () => null,
+    metrics: (rec) => ({
+      p50_us: rec.loadgen.p50_us,
+      p90_us: rec.loadgen.p90_us,
+      p99_us: rec.loadgen.p99_us,
+      server_cpu_us_per_call: perUnit(rec, rec.loadgen.calls),
+      loadgen_cpu_us_per_call: rec.loadgen.loadgen_cpu_us_per_call,
+    }),
+    brief: (m) => `p50 ${m.p50_us} µs, p99 ${m.p99_us} µs`,
+  },
+  ...[false, true].map((coalesce) => ({
+    name: coalesce ? 'throughput-coalesced' : 'throughput',
+    description: coalesce
+      ? "N clients × K echo calls in flight; each connection's queued calls written with one write (server reads several frames at once)"
+      : 'N clients × K echo calls in flight; every call its own write (one frame per server read)',
+    command: (cfg, url) => lg(cfg, 'throughput', '--url', url, '--clients', cfg.tpClients, '--inflight', cfg.tpInflight,
+      '--seconds', cfg.tpSeconds, ...(coalesce ? ['--coalesce'] : [])),
+    timeoutS: (cfg) => cfg.tpSeconds + 120,
+    notApplicable: () => null,
+    metrics: (rec) => ({
+      calls_per_s: Math.round(rec.loadgen.calls_per_s),
+      lat_p50_us: rec.loadgen.lat_p50_us,
+      lat_p99_us: rec.loadgen.lat_p99_us,
+      server_cpu_us_per_call: perUnit(rec, rec.loadgen.calls),
+      server_cores: rec.window ? rec.window.server_cores : null,
+      loadgen_cpu_us_per_call: rec.loadgen.loadgen_cpu_us_per_call,
+      loadgen_cores: rec.window ? rec.window.loadgen_cores : null,
+      other_cores: rec.window ? rec.window.other_cores : null,
+    }),
+    brief: (m) => `${fmtInt(m.calls_per_s)} calls/s, ${m.server_cpu_us_per_call} µs server CPU/call, loadgen ${m.loadgen_cpu_us_per_call} µs/call`,
+  })),
+  {
+    name: 'fanout',
+    description: 'M subscribers of `fanout`, one writer publishing sequentially; send → last subscriber received',
+    command: (cfg, url) => lg(cfg, 'fanout', '--url', url, '--subscribers', cfg.fanoutSubscribers, '--writes', cfg.fanoutWrites),
+    timeoutS: () => 150,
+    notApplicable: () => null,
+    metrics: (rec) => ({
+      p50_ms: rec.loadgen.p50_ms,
+      p99_ms: rec.loadgen.p99_ms,
+      server_cpu_us_per_delivery: perUnit(rec, rec.loadgen.deliveries),
+    }),
+    brief: (m) => `p50 ${m.p50_ms} ms, p99 ${m.p99_ms} ms, ${m.server_cpu_us_per_delivery} µs server CPU/delivery`,
+  },
+  {
+    name: 'idle',
+    cpuSensitive: false, // RSS, not time: other processes' CPU does not disturb it
+    description: 'N DDP-connected idle clients held; server RSS growth per connection',
+    command: (cfg, url) => lg(cfg, 'idle', '--url', url, '--clients', cfg.idleClients, '--hold-seconds', 120),
+    timeoutS: () => 180,
+    notApplicable: () => null,
+    metrics: (rec) => {
+      const { before_kib: a, held_kib: b } = rec.rss || {};
+      const n = rec.loadgen.connected;
+      return {
+        kib_per_conn: a != null && b != null && n ? r3((b - a) / n) : null,
+        rss_before_mib: a != null ? r1(a / 1024) : null,
+        rss_held_mib: b != null ? r1(b / 1024) : null,
+        connect_s: rec.loadgen.connect_s,
+      };
+    },
+    brief: (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} MiB)`,
+  },
+  {
+    name: 'compressed',
+    compress: true,
+    description: 'permessage-deflate on (Meteor defaults); Node ws client, N × K echo calls of a ~2 KiB JSON document',
+    command: (cfg, url) => [NODE, [path.join('bench', 'compressed-client.js'), '--url', url, '--clients', String(cfg.compClients),
+      '--inflight', String(cfg.compInflight), '--seconds', String(cfg.compSeconds), '--payload', String(cfg.compPayload)]],
+    timeoutS: (cfg) => cfg.compSeconds + 120,
+    notApplicable: (t) => (t.compression ? null : 'no permessage-deflate'),
+    metrics: (rec) => ({
+      calls_per_s: Math.round(rec.loadgen.calls_per_s),
+      lat_p50_us: r1(rec.loadgen.lat_p50_us),
+      server_cpu_us_per_call: perUnit(rec, rec.loadgen.calls),
+      server_cores: rec.window ? rec.window.server_cores : null,
+      client_cores: rec.window ? rec.window.loadgen_cores : null,
+      wire_ratio: r3(rec.loadgen.wire_ratio),
+    }),
+    brief: (m) => `${fmtInt(m.calls_per_s)} calls/s, ${m.server_cpu_us_per_call} µs server CPU/call, wire/payload ${m.wire_ratio}`,
+  },
+];
+
+/** The report's headline columns: [workload, metric, label, better]. */
+function columns(cfg) {
+  return [
+    { workload: 'burst', key: 'total_ms', label: `connect burst ×${cfg.burstClients} (ms)`, better: 'lower', digits: 1 },
+    { workload: 'rtt', key: 'p50_us', label: 'RTT p50 (µs)', better: 'lower', digits: 0 },
+    { workload: 'rtt', key: 'p99_us', label: 'RTT p99 (µs)', better: 'lower', digits: 0 },
+    { workload: 'throughput', key: 'calls_per_s', label: `echo calls/s (${cfg.tpClients}×${cfg.tpInflight})`, better: 'higher', digits: 0 },
+    { workload: 'throughput', key: 'server_cpu_us_per_call', label: 'server CPU µs/call', better: 'lower', digits: 1 },
+    { workload: 'throughput-coalesced', key: 'calls_per_s', label: 'calls/s, coalesced', better: 'higher', digits: 0 },
+    { workload: 'throughput-coalesced', key: 'server_cpu_us_per_call', label: 'server CPU µs/call, coalesced', better: 'lower', digits: 1 },
+    { workload: 'fanout', key: 'p50_ms', label: `fanout ×${cfg.fanoutSubscribers} p50 (ms)`, better: 'lower', digits: 2 },
+    { workload: 'fanout', key: 'p99_ms', label: 'fanout p99 (ms)', better: 'lower', digits: 2 },
+    { workload: 'idle', key: 'kib_per_conn', label: `RSS KiB per idle conn (×${cfg.idleClients})`, better: 'lower', digits: 1 },
+    { workload: 'compressed', key: 'calls_per_s', label: 'compressed calls/s', better: 'higher', digits: 0 },
+    { workload: 'compressed', key: 'server_cpu_us_per_call', label: 'compressed server CPU µs/call', better: 'lower', digits: 1 },
+  ];
+}
+
+module.exports = { TRANSPORTS, WORKLOADS, config, columns };
