@@ -156,16 +156,16 @@ function validCloseCode(code) {
 // ---- WebSocket ------------------------------------------------------------------------------
 
 class WebSocket {
-  constructor(handle, info, behavior, userData) {
-    this._h = handle;
+  constructor(id, info, behavior, userData) {
+    this._h = id; // the core's connection id
     this._behavior = behavior;
     this._userData = userData;
-    this._remoteAddress = info[1];
-    this._remotePort = info[2];
-    this._url = info[3];
-    this._protocol = info[4];
-    this._extensions = info[5];
-    this._headers = info[8]; // a string until getHeaders() parses it
+    this._remoteAddress = info[0];
+    this._remotePort = info[1];
+    this._url = info[2];
+    this._protocol = info[3];
+    this._extensions = info[4];
+    this._headers = info[7]; // a string until getHeaders() parses it
     this._ending = false; // end()/close() called
     this._closed = false; // close handler ran
   }
@@ -437,14 +437,14 @@ class TemplatedApp {
   }
 
   _open(id, info) {
-    const route = this._routes[info[6]];
-    const token = info[7];
+    const route = this._routes[info[5]];
+    const token = info[6];
     let userData;
     if (token !== 0 && this._userData.has(token)) {
       userData = this._userData.get(token);
       this._userData.delete(token);
     }
-    const ws = new WebSocket(info[0], info, route.behavior, userData);
+    const ws = new WebSocket(id, info, route.behavior, userData);
     this._sockets.set(id, ws);
     if (this._sockets.size === 1) this._updateRef();
     if (route.behavior.open) route.behavior.open(ws);
@@ -559,6 +559,7 @@ class TemplatedApp {
     for (const ws of open) if (!ws._ending) native.end(ws._h, 1001, 'server closing');
     native.flushAll();
     this._native.close();
+    for (const ws of open) native.forget(ws._h);
     this._sockets.clear();
     for (const ws of open) {
       try {

@@ -8,6 +8,7 @@
 
 use napi::bindgen_prelude::*;
 use napi::sys;
+use crate::sockets;
 use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use native_ws::{Conn, Handler, OpenInfo, UpgradeInfo};
 use std::ptr;
@@ -214,10 +215,9 @@ impl ToNapiValue for Batch {
                 }
                 Event::Open(conn, info) => {
                     let id = conn.id;
-                    let ext = External::new(conn);
+                    sockets::insert(conn);
                     let [ip, port] = js_addr(env, &info.remote)?;
                     let items = [
-                        External::to_napi_value(env, ext)?,
                         ip,
                         port,
                         js_string(env, info.url.as_bytes())?,
@@ -231,6 +231,7 @@ impl ToNapiValue for Batch {
                 }
                 Event::Drain(id) => (tag(id, KIND_DRAIN), js_number(env, 0.0)?),
                 Event::Close(id, code, reason) => {
+                    sockets::remove(id);
                     let items = [js_number(env, code as f64)?, js_string(env, reason.as_bytes())?];
                     (tag(id, KIND_CLOSE), js_array(env, &items)?)
                 }

@@ -2,6 +2,7 @@
 //! logic lives here; validation of options happens in index.js, which owns the public API.
 
 mod bridge;
+mod sockets;
 
 use bridge::{Bridge, Wake};
 use napi::bindgen_prelude::*;
@@ -13,8 +14,6 @@ use native_ws::handshake::Request;
 use native_ws::{Behavior, Conn, Decision, SendStatus, Server};
 use std::cell::RefCell;
 use std::sync::Arc;
-
-type Handle = External<Arc<Conn>>;
 
 thread_local! {
     /// Sockets with frames queued in this JS tick; flushed once at the end of the tick.
@@ -215,16 +214,18 @@ impl NativeApp {
     }
 }
 
-fn status(s: SendStatus, newly_dirty: bool, conn: &Arc<Conn>) -> u32 {
+fn queued(s: SendStatus, newly_dirty: bool, conn: &Arc<Conn>) -> u32 {
     if newly_dirty {
         DIRTY.with(|d| d.borrow_mut().push(conn.clone()));
     }
     s as u32
 }
 
-/// Queue a JS string as one frame, encoding it straight into the socket's queue.
+const CLOSED: u32 = SendStatus::Dropped as u32;
+
+/// Queue a JS string as one frame on socket `id`, encoding it straight into the socket's queue.
 #[napi]
-pub fn send_text(env: Env, conn: &Handle, data: JsString, binary: bool, compress: bool) -> Result<u32> {
+pub fn send_text(env: Env, id: u32, data: JsString, binary: bool, compress: bool) -> Result<u32> {
     let (raw_env, raw) = (env.raw(), data.raw());
     let mut len = 0usize;
     // SAFETY: plain N-API calls on a string value owned by this call's scope.
@@ -234,29 +235,35 @@ pub fn send_text(env: Env, conn: &Handle, data: JsString, binary: bool, compress
         }
     }
     let opcode = if binary { 2 } else { 1 };
-    let (s, dirty) = conn.send(opcode, len, compress, |out| {
-        // N-API writes a NUL after the text, so give it one byte more than the text needs.
-        out.reserve(len + 1);
-        let spare = out.spare_capacity_mut();
-        let mut written = 0usize;
-        // SAFETY: `spare` has room for len + 1 bytes; napi writes at most that many and reports
-        // `written` (== len, as measured above for the same string) initialised bytes.
-        unsafe {
-            sys::napi_get_value_string_utf8(raw_env, raw, spare.as_mut_ptr().cast(), len + 1, &mut written);
-            out.set_len(out.len() + written.min(len));
-        }
-        // Should the string be shorter than measured (impossible for an immutable JS string), pad.
-        out.resize(out.len() + (len - written.min(len)), 0);
+    let sent = sockets::with(id, |conn| {
+        let (s, dirty) = conn.send(opcode, len, compress, |out| {
+            // N-API writes a NUL after the text, so give it one byte more than the text needs.
+            out.reserve(len + 1);
+            let spare = out.spare_capacity_mut();
+            let mut written = 0usize;
+            // SAFETY: `spare` has room for len + 1 bytes; napi writes at most that many and
+            // reports `written` (== len, as measured above for the same string) initialised bytes.
+            unsafe {
+                sys::napi_get_value_string_utf8(raw_env, raw, spare.as_mut_ptr().cast(), len + 1, &mut written);
+                out.set_len(out.len() + written.min(len));
+            }
+            // Should the string be shorter than measured (impossible for an immutable JS string), pad.
+            out.resize(out.len() + (len - written.min(len)), 0);
+        });
+        queued(s, dirty, conn)
     });
-    Ok(status(s, dirty, conn))
+    Ok(sent.unwrap_or(CLOSED))
 }
 
-/// Queue bytes (a Buffer) as one frame.
+/// Queue bytes (a Buffer) as one frame on socket `id`.
 #[napi]
-pub fn send_bytes(conn: &Handle, data: BufferSlice, binary: bool, compress: bool) -> u32 {
+pub fn send_bytes(id: u32, data: BufferSlice, binary: bool, compress: bool) -> u32 {
     let opcode = if binary { 2 } else { 1 };
-    let (s, dirty) = conn.send(opcode, data.len(), compress, |out| out.extend_from_slice(&data));
-    status(s, dirty, conn)
+    sockets::with(id, |conn| {
+        let (s, dirty) = conn.send(opcode, data.len(), compress, |out| out.extend_from_slice(&data));
+        queued(s, dirty, conn)
+    })
+    .unwrap_or(CLOSED)
 }
 
 /// End of the JS tick: write every socket that queued frames (one write per socket).
@@ -277,23 +284,29 @@ pub fn flush_all() {
 }
 
 #[napi]
-pub fn end(conn: &Handle, code: u32, reason: String) {
-    conn.end(code as u16, &reason);
+pub fn end(id: u32, code: u32, reason: String) {
+    sockets::with(id, |c| c.end(code as u16, &reason));
 }
 
 #[napi]
-pub fn close(conn: &Handle) {
-    conn.close();
+pub fn close(id: u32) {
+    sockets::with(id, |c| c.close());
 }
 
 #[napi]
-pub fn buffered_amount(conn: &Handle) -> f64 {
-    conn.buffered_amount() as f64
+pub fn buffered_amount(id: u32) -> f64 {
+    sockets::with(id, |c| c.buffered_amount() as f64).unwrap_or(0.0)
 }
 
 #[napi]
-pub fn set_idle_timeout(conn: &Handle, ms: u32) {
-    conn.set_timeout(ms);
+pub fn set_idle_timeout(id: u32, ms: u32) {
+    sockets::with(id, |c| c.set_timeout(ms));
+}
+
+/// The app closed without delivering these sockets' close events: forget them.
+#[napi]
+pub fn forget(id: u32) {
+    sockets::remove(id);
 }
 
 /// The route pattern rule of the core (so JS decides "ours or not" exactly as Rust routes).

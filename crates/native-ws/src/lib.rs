@@ -29,5 +29,5 @@ mod testutil;
 pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
 pub use handler::{Decision, Handler, OpenInfo, UpgradeInfo};
-pub use server::Server;
+pub use server::{release_id, Server};
 pub use stats::Stats;

@@ -13,13 +13,41 @@ use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
+
+/// Connection ids: small integers, unique across every server of the process, recycled only
+/// when the consumer says it is done with one ([`release_id`]) — so a consumer can keep
+/// per-connection state in a plain vector indexed by id.
+mod ids {
+    use std::sync::Mutex;
+
+    static POOL: Mutex<(u32, Vec<u32>)> = Mutex::new((0, Vec::new()));
+
+    pub fn take() -> u32 {
+        let mut pool = POOL.lock().unwrap();
+        if let Some(id) = pool.1.pop() {
+            return id;
+        }
+        pool.0 += 1;
+        pool.0
+    }
+
+    pub fn give_back(id: u32) {
+        POOL.lock().unwrap().1.push(id);
+    }
+}
+
+/// The consumer has seen a connection's close and holds no more references to its id: the id
+/// may be given to a new connection. Optional (ids that are never released are never reused).
+pub fn release_id(id: u32) {
+    ids::give_back(id);
+}
 
 /// First line a connection to the internal listener must send: `PEER <secret> <ip> <port>\r\n`.
 const PREAMBLE_TAG: &str = "PEER ";
@@ -28,7 +56,6 @@ struct Shared {
     handler: Arc<dyn Handler>,
     routes: RwLock<Vec<(String, Arc<Behavior>)>>,
     stats: Arc<Stats>,
-    next_id: AtomicU32,
     next_token: AtomicU64,
     pending: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
     draining: AtomicBool,
@@ -78,7 +105,6 @@ impl Server {
                 handler,
                 routes: RwLock::new(Vec::new()),
                 stats: Arc::new(Stats::default()),
-                next_id: AtomicU32::new(1),
                 next_token: AtomicU64::new(1),
                 pending: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
@@ -346,7 +372,7 @@ async fn handshake(
     stream.write_all(&out).await.ok()?;
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.connections.fetch_add(1, Relaxed);
-    let id = shared.next_id.fetch_add(1, Relaxed);
+    let id = ids::take();
     let conn = Arc::new(Conn::new(id, stream.as_raw_fd(), behavior, negotiated, shared.stats.clone()));
     let info = OpenInfo {
         route,
