@@ -555,10 +555,12 @@ impl Inflater {
             let consumed = (self.inner.total_in() - in0) as usize;
             let produced = (self.inner.total_out() - out0) as usize;
             pos += consumed;
-            let status = res.map_err(|_| InflateError::Corrupt)?;
+            // Bytes produced before a decode error count first, so the error reported depends
+            // on the stream, never on where the sender cut it into fragments.
             if produced > room {
                 return Err(InflateError::TooBig);
             }
+            let status = res.map_err(|_| InflateError::Corrupt)?;
             if produced > 0 {
                 append_capped(out, &chunk[..produced], max_len);
             }
