@@ -46,7 +46,7 @@ test('bench --smoke: every server starts and every workload completes', { timeou
   assert.match(stdout, /\| transport \|/, 'the markdown table is printed');
 
   const workloads = report.workloads.map((w) => w.name);
-  assert.deepEqual(workloads, ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'compressed']);
+  assert.deepEqual(workloads, ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'idle_deflate', 'compressed']);
   const problems = [];
   for (const tr of report.transports) {
     if (tr.unavailable) {

@@ -2,6 +2,10 @@
 // Markdown tables and a hand-written SVG bar chart from a runner report.
 
 const BASELINES = ['sockjs', 'uws-direct'];
+/** The memory workloads: measured once, never redone, not part of the CPU-disturbance figure. */
+const RSS_WORKLOADS = ['idle', 'idle_deflate'];
+/** The project's target for idle RSS with permessage-deflate negotiated vs without. */
+const DEFLATE_RSS_TARGET = 2;
 
 const COLORS = {
   sockjs: '#8c8c8c',
@@ -93,6 +97,24 @@ function renderMarkdown(report, W, svgName) {
       return f === null ? '–' : `${f.toFixed(2)}×`;
     }).join(' / '))]), ['l']));
   lines.push('');
+  const hasW = (n) => report.workloads.some((w) => w.name === n);
+  if (hasW('idle') && hasW('idle_deflate')) {
+    lines.push('## Idle memory with permessage-deflate');
+    lines.push('');
+    lines.push('Server RSS per idle DDP connection when the client negotiates permessage-deflate as Chromium offers it ' +
+      '(and sends its `connect` compressed), against the same without the extension. ' +
+      `The project's target is deflate / plain ≤ ${DEFLATE_RSS_TARGET}×.`);
+    lines.push('');
+    const idleCol = { workload: 'idle', key: 'kib_per_conn' };
+    const defCol = { workload: 'idle_deflate', key: 'kib_per_conn' };
+    lines.push(mdTable(['transport', 'plain KiB/conn', 'deflate KiB/conn', 'deflate / plain', `≤ ${DEFLATE_RSS_TARGET}×`],
+      names.map((n) => {
+        const ratio = deflateRssRatio(report, n);
+        return [n, show(report, n, { ...idleCol, digits: 1 }), show(report, n, { ...defCol, digits: 1 }),
+          ratio === null ? '–' : `${ratio.toFixed(2)}×`, ratio === null ? '–' : (ratio <= DEFLATE_RSS_TARGET ? 'yes' : '**no**')];
+      }), ['l']));
+    lines.push('');
+  }
   if (report.workloads.some((w) => w.name.startsWith('throughput'))) {
   lines.push('## Where the CPU went (throughput, per-frame / coalesced)');
   lines.push('');
@@ -130,6 +152,7 @@ function renderMarkdown(report, W, svgName) {
     'throughput-coalesced': `${cfg.tpClients} clients × ${cfg.tpInflight} in flight, ${cfg.tpSeconds} s`,
     fanout: `${cfg.fanoutSubscribers} subscribers, ${cfg.fanoutWrites} writes`,
     idle: `${cfg.idleClients} clients`,
+    idle_deflate: `${cfg.idleClients} clients`,
     compressed: `${cfg.compClients} clients × ${cfg.compInflight} in flight, ${cfg.compSeconds} s, ${cfg.compPayload}-byte documents`,
   };
   for (const w of report.workloads) lines.push(`- **${w.name}** (${sizes[w.name] || ''}): ${w.description}`);
@@ -145,10 +168,17 @@ function renderMarkdown(report, W, svgName) {
   return lines.join('\n');
 }
 
+/** idle_deflate KiB/conn ÷ idle KiB/conn of one transport (null unless both are positive). */
+function deflateRssRatio(report, transport) {
+  const p = valueOf(report, transport, { workload: 'idle', key: 'kib_per_conn' });
+  const d = valueOf(report, transport, { workload: 'idle_deflate', key: 'kib_per_conn' });
+  return p !== null && d !== null && p > 0 && d > 0 ? d / p : null;
+}
+
 /** Median "other processes" cores over the kept runs whose window was long enough to measure it. */
 function disturbance(report) {
   const v = report.runs
-    .filter((r) => r.final && r.ok && r.window && r.window.wall_s >= 1 && r.workload !== 'idle')
+    .filter((r) => r.final && r.ok && r.window && r.window.wall_s >= 1 && !RSS_WORKLOADS.includes(r.workload))
     .map((r) => r.window.other_cores)
     .sort((a, b) => a - b);
   if (!v.length) return null;
@@ -234,4 +264,4 @@ function renderSvg(report, W) {
   return out.join('\n') + '\n';
 }
 
-module.exports = { renderMarkdown, renderSvg, factor, valueOf, disturbance };
+module.exports = { renderMarkdown, renderSvg, factor, valueOf, disturbance, deflateRssRatio };

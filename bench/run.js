@@ -206,7 +206,7 @@ async function buildLoadgen() {
 
 async function startServer(t, compress, smoke) {
   const env = { ...process.env, BENCH_EXIT_ON_STDIN_END: '1', BENCH_COMPRESS: compress ? '1' : '0' };
-  const [cmd, ...args] = t.command(ROOT);
+  const [cmd, ...args] = [...t.command(ROOT), ...(compress && t.compressArgs ? t.compressArgs : [])];
   // Raise the fd limit for thousands of idle sockets, then exec: the pid stays the server's.
   const child = track(spawn('bash', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@"', 'bench-server', cmd, ...args, '--port', '0'], {
     cwd: ROOT, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'],
@@ -319,7 +319,7 @@ async function runOnce(t, w, cfg) {
         steal_cores: round((b.machine.steal - a.machine.steal) / 1e6 / wall, 3),
       };
     }
-    if (w.name === 'idle') {
+    if (w.rss) {
       rec.rss = { before_kib: rssBefore, held_kib: rssHeld };
     }
     if (rec.ok) rec.metrics = w.metrics(rec);

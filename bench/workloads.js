@@ -38,10 +38,14 @@ const TRANSPORTS = [
     compression: true },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
+  // `compression`: the server turns permessage-deflate on (Meteor's defaults) under BENCH_COMPRESS=1.
+  // rust-echo ignores that variable; `compressArgs` is what it needs instead (its --compress is the
+  // core's DeflateConfig::default(), i.e. Meteor's defaults). Only idle_deflate uses it: the
+  // `compressed` workload keeps native-rust n/a, as before.
   { name: 'native-rust', description: 'a pure-Rust DDP responder on the same core (no JS): the ceiling',
     command: (root) => [path.join(root, 'target', 'release', 'rust-echo')],
     unavailable: (r) => (fs.existsSync(path.join(r, 'target', 'release', 'rust-echo')) ? null : 'target/release/rust-echo not built'),
-    compression: false },
+    compression: false, compressArgs: ['--compress'] },
 ];
 
 /** Workload sizes: full run, or --smoke (seconds long; proves every server and workload works). */
@@ -70,6 +74,19 @@ const r3 = (x) => Math.round(x * 1000) / 1000;
 const fmtInt = (x) => Math.round(x).toLocaleString('en-US');
 const perUnit = (rec, n) => (rec.window && n ? r3((rec.window.server_cpu_s * 1e6) / n) : null);
 const lg = (cfg, ...args) => [cfg.loadgen, args.map(String)];
+
+/** idle and idle_deflate: (server RSS held − RSS before) / connections. */
+function idleMetrics(rec) {
+  const { before_kib: a, held_kib: b } = rec.rss || {};
+  const n = rec.loadgen.connected;
+  return {
+    kib_per_conn: a != null && b != null && n ? r3((b - a) / n) : null,
+    rss_before_mib: a != null ? r1(a / 1024) : null,
+    rss_held_mib: b != null ? r1(b / 1024) : null,
+    connect_s: rec.loadgen.connect_s,
+  };
+}
+const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} MiB)`;
 
 const WORKLOADS = [
   {
@@ -136,22 +153,29 @@ const WORKLOADS = [
   },
   {
     name: 'idle',
+    rss: true, // the runner samples the server's RSS before and while the clients are held
     cpuSensitive: false, // RSS, not time: other processes' CPU does not disturb it
     description: 'N DDP-connected idle clients held; server RSS growth per connection',
     command: (cfg, url) => lg(cfg, 'idle', '--url', url, '--clients', cfg.idleClients, '--hold-seconds', 120),
     timeoutS: () => 180,
     notApplicable: () => null,
-    metrics: (rec) => {
-      const { before_kib: a, held_kib: b } = rec.rss || {};
-      const n = rec.loadgen.connected;
-      return {
-        kib_per_conn: a != null && b != null && n ? r3((b - a) / n) : null,
-        rss_before_mib: a != null ? r1(a / 1024) : null,
-        rss_held_mib: b != null ? r1(b / 1024) : null,
-        connect_s: rec.loadgen.connect_s,
-      };
-    },
-    brief: (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} MiB)`,
+    metrics: idleMetrics,
+    brief: idleBrief,
+  },
+  {
+    name: 'idle_deflate',
+    compress: true,
+    rss: true,
+    cpuSensitive: false,
+    description: 'as idle, but every client offers permessage-deflate exactly as Chromium does ' +
+      '(`permessage-deflate; client_max_window_bits`) to a server with compression on (Meteor\'s defaults), ' +
+      'sends its DDP connect compressed (RSV1; 15-bit window, context takeover unless the server answers otherwise) ' +
+      'and inflates compressed replies; server RSS growth per connection',
+    command: (cfg, url) => lg(cfg, 'idle', '--url', url, '--clients', cfg.idleClients, '--hold-seconds', 120, '--deflate'),
+    timeoutS: () => 180,
+    notApplicable: (t) => (t.compression || t.compressArgs ? null : 'no permessage-deflate'),
+    metrics: idleMetrics,
+    brief: idleBrief,
   },
   {
     name: 'compressed',
@@ -186,6 +210,7 @@ function columns(cfg) {
     { workload: 'fanout', key: 'p50_ms', label: `fanout ×${cfg.fanoutSubscribers} p50 (ms)`, better: 'lower', digits: 2 },
     { workload: 'fanout', key: 'p99_ms', label: 'fanout p99 (ms)', better: 'lower', digits: 2 },
     { workload: 'idle', key: 'kib_per_conn', label: `RSS KiB per idle conn (×${cfg.idleClients})`, better: 'lower', digits: 1 },
+    { workload: 'idle_deflate', key: 'kib_per_conn', label: `RSS KiB per idle conn, deflate (×${cfg.idleClients})`, better: 'lower', digits: 1 },
     { workload: 'compressed', key: 'calls_per_s', label: 'compressed calls/s', better: 'higher', digits: 0 },
     { workload: 'compressed', key: 'server_cpu_us_per_call', label: 'compressed server CPU µs/call', better: 'lower', digits: 1 },
   ];

@@ -33,7 +33,10 @@ fn main() {
         }
     };
     let target = match Target::parse(&opts.url) {
-        Ok(t) => Rc::new(t),
+        Ok(mut t) => {
+            t.deflate = opts.deflate;
+            Rc::new(t)
+        }
         Err(e) => {
             eprintln!("loadgen: {e}");
             std::process::exit(2);
@@ -401,6 +404,11 @@ async fn idle(o: &Opts, t: Rc<Target>, nofile: u64) -> Result<(bool, String), St
     let (conns, mut times, errors) = open_many(&t, n, o.concurrency, Rc::new(vec![]), b"connected", dur(o.timeout), 1000).await;
     let connect_s = t0.elapsed().as_secs_f64();
     let connected = conns.len();
+    // With --deflate: how many messages went each way compressed while connecting (every client's
+    // `connect` is sent compressed; the server's `connected` is compressed only above its threshold).
+    let deflate_sent: u64 = conns.iter().map(|c| c.wr.compressed_msgs as u64).sum();
+    let deflate_received: u64 = conns.iter().map(|c| c.rd.compressed_msgs as u64).sum();
+    let answer = conns.first().and_then(|c| c.extensions.clone()).unwrap_or_default();
     println!("HELD {connected}");
     let holders: Vec<JoinHandle<io::Result<()>>> = conns.into_iter().map(|c| spawn_local(hold(c))).collect();
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
@@ -426,8 +434,12 @@ async fn idle(o: &Opts, t: Rc<Target>, nofile: u64) -> Result<(bool, String), St
     let ok = errors.is_empty() && connected == n && dropped == 0;
     let line = Json::new("idle")
         .bool("ok", ok)
+        .bool("deflate", o.deflate)
         .int("clients", n as u64)
         .int("connected", connected as u64)
+        .int("deflate_msgs_sent", deflate_sent)
+        .int("deflate_msgs_received", deflate_received)
+        .str("extensions", &answer)
         .int("dropped_during_hold", dropped as u64)
         .num("connect_s", connect_s)
         .num("connect_p99_ms", pct_us(&times, 99.0) / 1e3)

@@ -14,6 +14,9 @@ usage: loadgen <burst|rtt|throughput|idle|fanout> [options]
   --subscribers N    fanout: subscribed clients (default 500)
   --writes N         fanout: sequential publish calls (default 200)
   --hold-seconds S   idle: hold at most this long after HELD (default 600; stdin EOF ends earlier)
+  --deflate          offer permessage-deflate as Chromium does (`permessage-deflate;
+                     client_max_window_bits`), fail unless the server accepts it, then compress
+                     every message sent and inflate compressed replies (used with idle)
   --concurrency N    connects in flight at once (default 128; burst opens all at once)
   --timeout S        bound on every waiting phase (default 60)
   --sync             after each `MARK x` line wait for a line on stdin (the runner samples CPU then)
@@ -34,6 +37,7 @@ pub struct Opts {
     pub concurrency: usize,
     pub timeout: f64,
     pub sync: bool,
+    pub deflate: bool,
 }
 
 impl Opts {
@@ -53,6 +57,7 @@ impl Opts {
             concurrency: 128,
             timeout: 60.0,
             sync: false,
+            deflate: false,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -76,6 +81,7 @@ impl Opts {
                 "--concurrency" => o.concurrency = num(a, val(a)?)?,
                 "--timeout" => o.timeout = num(a, val(a)?)?,
                 "--sync" => o.sync = true,
+                "--deflate" => o.deflate = true,
                 "-h" | "--help" => return Err(String::new()),
                 s if !s.starts_with('-') && o.cmd.is_empty() => o.cmd = s.to_string(),
                 s => return Err(format!("unknown argument {s:?}")),
