@@ -4,6 +4,33 @@
 
 use crate::codec::{self, ProtocolError, Role, Utf8Validator};
 use crate::deflate::{InflateError, Inflater, Negotiated};
+use std::cell::RefCell;
+
+thread_local! {
+    /// Inflaters of connections whose client resets its context per message
+    /// (client_no_context_takeover): after each message the inflater goes back here, so an idle
+    /// connection holds none and no message allocates one.
+    static SPARE_INFLATERS: RefCell<Vec<(u8, Inflater)>> = const { RefCell::new(Vec::new()) };
+}
+
+const MAX_SPARE_INFLATERS: usize = 8;
+
+fn spare_inflater(bits: u8) -> Option<Inflater> {
+    SPARE_INFLATERS.with(|s| {
+        let mut s = s.borrow_mut();
+        let i = s.iter().position(|(b, _)| *b == bits)?;
+        Some(s.swap_remove(i).1)
+    })
+}
+
+fn return_inflater(bits: u8, inflater: Inflater) {
+    SPARE_INFLATERS.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < MAX_SPARE_INFLATERS {
+            s.push((bits, inflater));
+        }
+    });
+}
 
 /// One complete message or control frame, borrowed from the read buffer or the message buffer.
 #[derive(Debug, PartialEq, Eq)]
@@ -153,10 +180,16 @@ impl Reader {
         let start = self.msg.len();
         if self.compressed {
             let (bits, no_context) = self.deflate.expect("RSV1 accepted only with deflate");
-            let inflater = self.inflater.get_or_insert_with(|| Inflater::new(bits, no_context));
+            let inflater = self
+                .inflater
+                .get_or_insert_with(|| spare_inflater(bits).unwrap_or_else(|| Inflater::new(bits, no_context)));
             inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
             if fin {
                 inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;
+                if no_context {
+                    // finish() reset it: nothing of this connection is left in it.
+                    return_inflater(bits, self.inflater.take().expect("just used"));
+                }
             }
         } else {
             if self.msg.len() + payload.len() > self.max_payload {
@@ -313,6 +346,33 @@ mod tests {
         assert_eq!(res.unwrap_err().code, 1009);
         assert!(got.is_empty());
         assert!(r.msg.capacity() <= (1 << 20) + 64 * 1024);
+    }
+
+    #[test]
+    fn without_client_context_takeover_no_inflater_stays_with_the_connection() {
+        let n = negotiate(
+            "permessage-deflate; client_no_context_takeover",
+            &DeflateConfig::default(),
+        )
+        .unwrap();
+        assert!(n.client_no_context_takeover);
+        let mut r = Reader::new(1 << 20, 100, Some(&n));
+        for i in 0..3 {
+            let text = format!("message {i} ").repeat(50);
+            let mut z = Vec::new();
+            Deflater::new(6, 15, true).compress(text.as_bytes(), &mut z);
+            let (res, got) = run(&mut r, frame(true, true, codec::OP_TEXT, &z));
+            res.unwrap();
+            assert_eq!(got, vec![format!("t:{text}")]);
+            assert!(r.inflater.is_none(), "inflater returned to the thread's pool");
+        }
+        // With context takeover the window must stay with the connection.
+        let (n, mut client) = deflate_session();
+        let mut r = Reader::new(1 << 20, 100, Some(&n));
+        let mut z = Vec::new();
+        client.compress(b"hello hello hello", &mut z);
+        run(&mut r, frame(true, true, codec::OP_TEXT, &z)).0.unwrap();
+        assert!(r.inflater.is_some());
     }
 
     #[test]
