@@ -180,9 +180,11 @@ impl Reader {
         let start = self.msg.len();
         if self.compressed {
             let (bits, no_context) = self.deflate.expect("RSV1 accepted only with deflate");
-            let inflater = self
-                .inflater
-                .get_or_insert_with(|| spare_inflater(bits).unwrap_or_else(|| Inflater::new(bits, no_context)));
+            // Only connections whose client resets its context share pooled inflaters (all of
+            // which reset per message); a context-takeover connection keeps its own window.
+            let inflater = self.inflater.get_or_insert_with(|| {
+                no_context.then(|| spare_inflater(bits)).flatten().unwrap_or_else(|| Inflater::new(bits, no_context))
+            });
             inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
             if fin {
                 inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;

@@ -50,3 +50,67 @@ fn inflate_error_kind_does_not_depend_on_fragment_boundaries() {
         assert_eq!(whole, split, "split at {k}");
     }
 }
+
+/// fuzz target `frames_deflate`, crash-d537b534f0050709984df403d6f7c651607d55a2 (2026-11-30,
+/// after message.rs started pooling inflaters per thread): the same bytes gave different results
+/// depending on whether the Reader got a pooled inflater or a fresh one.
+///
+/// Cause: `spare_inflater(bits)` (message.rs) picks a pooled inflater by window bits only. Only
+/// readers with `client_no_context_takeover` return inflaters to the pool, and those inflaters
+/// were built with `no_context_takeover = true`, so they reset their window after every message.
+/// A later reader on the same thread whose client KEEPS its context (the default of Chrome,
+/// Firefox and ws) takes one, and from its second compressed message on the client's
+/// back-references into the previous message fail: 1007 "corrupt deflate data". End to end (one
+/// I/O thread): a ws client with `clientNoContextTakeover: true` sends one message, then a default
+/// ws client's connection is closed with 1007 after its first echo.
+#[test]
+fn pooled_inflater_does_not_drop_the_context_of_a_context_takeover_connection() {
+    use native_ws::codec::{self, OP_TEXT};
+    use native_ws::deflate::{negotiate, DeflateConfig, Deflater};
+    use native_ws::message::{Msg, Reader};
+
+    fn compressed_frame(client: &mut Deflater, text: &[u8]) -> Vec<u8> {
+        let mut z = Vec::new();
+        client.compress(text, &mut z);
+        let key = [1, 2, 3, 4];
+        let mut out = Vec::new();
+        codec::write_header(&mut out, true, true, OP_TEXT, z.len(), Some(key));
+        let start = out.len();
+        out.extend_from_slice(&z);
+        codec::apply_mask(&mut out[start..], key, 0);
+        out
+    }
+    fn read_all(reader: &mut Reader, mut bytes: Vec<u8>) -> Result<Vec<Vec<u8>>, u16> {
+        let mut got = Vec::new();
+        reader
+            .read(&mut bytes, &mut |m| {
+                if let Msg::Data { payload, .. } = m {
+                    got.push(payload.to_vec());
+                }
+            })
+            .map_err(|e| e.code)?;
+        Ok(got)
+    }
+
+    let cfg = DeflateConfig::default();
+    let text = b"hello hello context takeover ".repeat(20);
+
+    // Connection A: its client resets its context; A's inflater goes back to the thread's pool.
+    let a_neg = negotiate("permessage-deflate; client_no_context_takeover", &cfg).unwrap();
+    assert!(a_neg.client_no_context_takeover);
+    let mut a = Reader::new(1 << 20, 100, Some(&a_neg));
+    let mut a_client = Deflater::new(6, a_neg.client_window_bits, true);
+    assert_eq!(read_all(&mut a, compressed_frame(&mut a_client, &text)), Ok(vec![text.clone()]));
+
+    // Connection B, same thread, same window bits: its client keeps its context.
+    let b_neg = negotiate("permessage-deflate; client_max_window_bits", &cfg).unwrap();
+    assert!(!b_neg.client_no_context_takeover);
+    assert_eq!(b_neg.client_window_bits, a_neg.client_window_bits);
+    let mut b = Reader::new(1 << 20, 100, Some(&b_neg));
+    let mut b_client = Deflater::new(6, b_neg.client_window_bits, false);
+    for i in 0..3 {
+        let res = read_all(&mut b, compressed_frame(&mut b_client, &text));
+        let res = res.map(|msgs| msgs.iter().map(|m| m == &text).collect::<Vec<_>>());
+        assert_eq!(res, Ok(vec![true]), "message {i} of the context-takeover connection");
+    }
+}
