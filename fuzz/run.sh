@@ -4,15 +4,15 @@
 #   bash fuzz/run.sh <seconds> [target ...]      (default: every target)
 #
 # Needs cargo-fuzz (`cargo install cargo-fuzz`). Works on the stable toolchain: no sanitizer
-# (`--sanitizer none`: ASan needs nightly; safe Rust's bounds checks plus debug assertions and
-# overflow checks (`-a`) catch the memory bugs that matter here), libFuzzer from libfuzzer-sys. The committed seeds in
-# fuzz/corpus/<target>/ are read-only inputs: new inputs go to fuzz/corpus/<target>/tmp
-# (gitignored) so a run never changes tracked files.
+# (`--sanitizer none`: ASan needs nightly), release build with debug assertions and overflow
+# checks (`-a`), libFuzzer from libfuzzer-sys. The committed seeds in fuzz/corpus/<target>/ are
+# only read: new inputs go to fuzz/corpus/<target>/tmp/ (gitignored), so a run never changes
+# tracked files.
 #
-# Prints each target's executions count and a last line `N passed, M failed` (targets without /
-# with a crash); exits non-zero if any target crashed (the crashing
-# input is in fuzz/artifacts/<target>/, reproduce with
-# `cargo fuzz run -s none <target> fuzz/artifacts/<target>/<file>`).
+# Prints each target's executions count and last a line `N passed, M failed` (targets without /
+# with a crash); exits non-zero if any target crashed. The crashing input is saved in
+# fuzz/artifacts/<target>/ (log: last-run.log there); reproduce it with
+#   cd fuzz && cargo fuzz run -s none -O -a <target> artifacts/<target>/<file>
 set -uo pipefail
 
 secs="${1:-}"

@@ -8,7 +8,8 @@
 //! * [`frames`] / [`frames_deflate`]: `message::Reader::read` fed the way the connection task
 //!   feeds it (arbitrary TCP splits, consumed bytes drained, `need` honoured), without and with a
 //!   negotiated permessage-deflate. Delivered messages respect the caps and UTF-8 rules, and the
-//!   messages and the final outcome are the same whatever the splits.
+//!   messages and the final outcome are the same whatever the splits (and, with deflate, whatever
+//!   the thread's pool of spare inflaters holds).
 //! * [`negotiate`]: `deflate::negotiate` with several server configs; the answer is well formed,
 //!   only echoes what RFC 7692 allows, and is itself an acceptable offer.
 //! * [`inflate`]: `deflate::Inflater::feed/finish` with a cap: the output (length and capacity)
@@ -258,9 +259,67 @@ fn frames_common(data: &[u8], with_deflate: bool) {
     } else {
         None
     };
-    let whole = feed_reader(wire, &lim, neg.as_ref(), None);
-    let split = feed_reader(wire, &lim, neg.as_ref(), Some(Splitter::new(ctl)));
-    assert_eq!(whole, split, "result depends on how the bytes were split");
+    if !with_deflate {
+        let whole = feed_reader(wire, &lim, None, None);
+        let split = feed_reader(wire, &lim, None, Some(Splitter::new(ctl)));
+        assert_eq!(whole, split, "result depends on how the bytes were split");
+        return;
+    }
+    // message.rs keeps spare inflaters per thread, so a Reader's behaviour could depend on what
+    // earlier connections of its thread left behind. Each run gets a fresh thread (an empty
+    // pool); the split run's pool is first primed by a no-context-takeover connection. Any
+    // difference — from the splits or from the pool — fails, and reproduces from the input alone.
+    let neg = neg.as_ref();
+    let (whole, split) = std::thread::scope(|scope| {
+        let whole = scope.spawn(|| feed_reader(wire, &lim, neg, None));
+        let split = scope.spawn(|| {
+            prime_inflater_pool();
+            feed_reader(wire, &lim, neg, Some(Splitter::new(ctl)))
+        });
+        (join(whole), join(split))
+    });
+    assert_eq!(whole, split, "result depends on how the bytes were split or on the thread's inflater pool");
+}
+
+fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+    h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))
+}
+
+/// Let no-context-takeover connections (15- and 9-bit client windows) finish one compressed
+/// message each on this thread, so that their inflaters are returned to the thread's pool.
+fn prime_inflater_pool() {
+    static PRIMERS: std::sync::OnceLock<Vec<(Negotiated, Vec<u8>)>> = std::sync::OnceLock::new();
+    let primers = PRIMERS.get_or_init(|| {
+        let offers = [
+            ("permessage-deflate; client_no_context_takeover", DeflateConfig::default()),
+            (
+                "permessage-deflate; client_no_context_takeover; client_max_window_bits",
+                DeflateConfig { request_max_window_bits: Some(9), ..DeflateConfig::default() },
+            ),
+        ];
+        offers
+            .iter()
+            .map(|(offer, cfg)| {
+                let neg = deflate::negotiate(offer, cfg).expect("a valid offer");
+                let mut z = Vec::new();
+                Deflater::new(6, neg.client_window_bits, true).compress(b"prime the pool", &mut z);
+                let key = [9, 8, 7, 6];
+                let mut frame = Vec::new();
+                codec::write_header(&mut frame, true, true, codec::OP_BINARY, z.len(), Some(key));
+                let start = frame.len();
+                frame.extend_from_slice(&z);
+                codec::apply_mask(&mut frame[start..], key, 0);
+                (neg, frame)
+            })
+            .collect()
+    });
+    for (neg, frame) in primers {
+        let mut frame = frame.clone();
+        let mut reader = Reader::new(1 << 16, 4, Some(neg));
+        let mut n = 0;
+        reader.read(&mut frame, &mut |_| n += 1).expect("priming message");
+        assert_eq!(n, 1);
+    }
 }
 
 /// Input: 2 control bytes (caps, split seed), then the bytes a client sends after the upgrade.
@@ -268,7 +327,8 @@ pub fn frames(data: &[u8]) {
     frames_common(data, false);
 }
 
-/// Same as [`frames`] on a connection that negotiated permessage-deflate.
+/// Same as [`frames`] on a connection that negotiated permessage-deflate (control byte 0 bits
+/// 4-5 pick the offer: default, `client_no_context_takeover`, or a 9-bit client window).
 pub fn frames_deflate(data: &[u8]) {
     frames_common(data, true);
 }
