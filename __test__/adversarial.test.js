@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const crypto = require('node:crypto');
 const WebSocket = require('ws');
-const { scope, waitFor, sleep, deadline } = require('./helpers/common');
+const { scope, waitFor, sleep, deadline, pool } = require('./helpers/common');
 const {
   OP, connectRaw, connectSocket, upgradeRequestText, rawHttp, buildFrame, textFrame, binaryFrame,
   pingFrame, closeFrame,
@@ -445,20 +445,6 @@ function connectClose(url) {
     ws.once('open', () => ws.close(1000));
     ws.once('close', (code) => (code === 1000 ? resolve() : reject(new Error(`closed with ${code}`))));
   }), 15000, `connect/close ${url}`);
-}
-
-async function pool(total, concurrency, fn) {
-  let next = 0;
-  let done = 0;
-  const errors = [];
-  const worker = async () => {
-    while (next < total) {
-      const i = next++;
-      try { await fn(i); done++; } catch (e) { if (errors.length < 5) errors.push(`#${i}: ${e.message}`); }
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { done, errors };
 }
 
 test('10,000 connect/disconnect cycles (50 at a time): close handler count 10,000, fds back to baseline, RSS within +30 MiB', { timeout: 120000 }, async (t) => {

@@ -13,7 +13,7 @@ const https = require('node:https');
 const crypto = require('node:crypto');
 const { spawn } = require('node:child_process');
 const WebSocket = require('ws');
-const { scope, waitFor, sleep, deadline, PKG_PATH } = require('./helpers/common');
+const { scope, waitFor, sleep, deadline, PKG_PATH, pool } = require('./helpers/common');
 const { connectSocket, upgradeRequestText } = require('./helpers/raw');
 const { runNode, procStats } = require('./helpers/proc');
 const { listeningSockets } = require('./fixtures/netinfo');
@@ -78,20 +78,6 @@ function echoCycle(url, msg, opts = {}) {
       else resolve();
     });
   }), 15000, `echo cycle ${url}`);
-}
-
-async function pool(total, concurrency, fn) {
-  let next = 0;
-  let done = 0;
-  const errors = [];
-  const worker = async () => {
-    while (next < total) {
-      const i = next++;
-      try { await fn(i); done++; } catch (e) { if (errors.length < 5) errors.push(`#${i}: ${e.message}`); }
-    }
-  };
-  await Promise.all(Array.from({ length: concurrency }, worker));
-  return { done, errors };
 }
 
 /** Run a command asynchronously (never spawnSync: it would stall the addon). */

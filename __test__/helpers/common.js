@@ -213,8 +213,24 @@ function wsExpectRejected(url, { protocols, headers, timeout = 5000 } = {}) {
   );
 }
 
+/** Run fn(0..total-1) with at most `concurrency` at once; counts successes, keeps 5 errors. */
+async function pool(total, concurrency, fn) {
+  let next = 0;
+  let done = 0;
+  const errors = [];
+  const worker = async () => {
+    while (next < total) {
+      const i = next++;
+      try { await fn(i); done++; } catch (e) { if (errors.length < 5) errors.push(`#${i}: ${e.message}`); }
+    }
+  };
+  await Promise.all(Array.from({ length: concurrency }, worker));
+  return { done, errors };
+}
+
 module.exports = {
   PKG_PATH,
+  pool,
   sleep,
   deadline,
   waitFor,
