@@ -2,8 +2,8 @@
 /// <reference types="node" />
 import type { Server as HttpServer } from 'http';
 
-/** `ws.send()` results, exactly as uWebSockets.js defines them. */
-export const enum SendStatus {
+/** `ws.send()` results, exactly as uWebSockets.js defines them (also exported at runtime). */
+export enum SendStatus {
   /** Not written yet: bytes are buffered in user space (the kernel would not take them all). */
   BACKPRESSURE = 0,
   /** Handed to the kernel, or corked for the write at the end of this JS tick. */
@@ -182,3 +182,13 @@ export interface TemplatedApp {
 }
 
 export function App(options?: AppOptions): TemplatedApp;
+
+/**
+ * Validate permessage-deflate options as `behavior.compression` would (`where` names the source in
+ * error messages, e.g. "SERVER_WEBSOCKET_COMPRESSION"). Returns the options with defaults filled
+ * in, or null when `value` is false/undefined. Throws TypeError/RangeError naming the key.
+ */
+export function compressionOptions(
+  value: boolean | CompressionOptions | undefined,
+  where: string,
+): Required<Omit<CompressionOptions, 'requestMaxWindowBits'>> & { requestMaxWindowBits?: number } | null;
