@@ -11,7 +11,7 @@ const crypto = require('node:crypto');
 const Faye = require('faye-websocket');
 const deflate2 = require('permessage-deflate2');
 
-const { scope, WsClient, deadline } = require('./helpers/common');
+const { scope, WsClient, deadline, waitFor } = require('./helpers/common');
 const raw = require('./helpers/raw');
 const { runNode, procStats, CHILD_PRELUDE } = require('./helpers/proc');
 const {
@@ -84,6 +84,8 @@ describe('1. ws client, perMessageDeflate: true', () => {
     const expected = 'permessage-deflate; server_no_context_takeover';
     assert.equal(headers['sec-websocket-extensions'], expected, '101 Sec-WebSocket-Extensions');
     assertValidResponse(offer, headers['sec-websocket-extensions']);
+    // The server's open handler runs after the 101 left (delivered to JS asynchronously).
+    await waitFor(() => serverExt !== null, { label: 'server open handler' });
     assert.equal(serverExt, expected, 'ws.getExtensions() on the server');
     assert.equal(c.ws.extensions, 'permessage-deflate', 'the ws client activated the extension');
 
