@@ -48,7 +48,7 @@ pub struct Bridge {
 
 /// What one delivery carries to JS.
 pub struct Batch {
-    bridge: Option<Arc<Bridge>>,
+    bridge: Arc<Bridge>,
 }
 
 impl Bridge {
@@ -132,7 +132,7 @@ impl Handler for Bridge {
 
 /// Builds the JS array for one delivery (runs on the JS thread inside the TSFN callback).
 pub fn batch_for(bridge: &Arc<Bridge>) -> Batch {
-    Batch { bridge: Some(bridge.clone()) }
+    Batch { bridge: bridge.clone() }
 }
 
 unsafe fn check(status: sys::napi_status) -> Result<()> {
@@ -193,9 +193,7 @@ fn tag(id: u32, kind: u32) -> f64 {
 
 impl ToNapiValue for Batch {
     unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
-        let Some(bridge) = val.bridge else {
-            return js_array(env, &[]);
-        };
+        let bridge = val.bridge;
         let (mut events, data) = bridge.take();
         let mut arr = ptr::null_mut();
         check(sys::napi_create_array_with_length(env, events.len() * 2, &mut arr))?;

@@ -223,21 +223,14 @@ impl Conn {
             self.request(CTL_WRITE);
             return;
         }
+        // Write until done, or until the kernel is full or the peer is gone: in both cases the
+        // I/O task takes over, waits for writability and discovers any error itself.
         let mut written = 0;
-        let mut failed = false;
         while written < ob.buf.len() {
             match self.write_fd(&ob.buf[written..]) {
-                Ok(0) => {
-                    failed = true;
-                    break;
-                }
-                Ok(n) => written += n,
+                Ok(n) if n > 0 => written += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => break,
-                Err(_) => {
-                    failed = true;
-                    break;
-                }
+                _ => break,
             }
         }
         self.wrote(written);
@@ -250,7 +243,6 @@ impl Conn {
             // The kernel is full (or the peer is gone): the I/O task takes over and waits.
             ob.buf.drain(..written);
             ob.io_busy = true;
-            let _ = failed; // the task discovers errors itself when it writes
             self.request(CTL_WRITE);
         }
     }
