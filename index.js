@@ -261,7 +261,7 @@ class TemplatedApp {
     if (options === undefined) options = {};
     checkKeys(options, ['threads'], 'App');
     const threads = intOption(options, 'threads', 'App', 1, 16, 1);
-    this._native = new native.NativeApp(threads, (batch) => this._dispatch(batch));
+    this._native = new native.NativeApp(threads, (...batch) => this._dispatch(batch));
     this._routes = [];
     this._sockets = new Map();
     this._userData = new Map();

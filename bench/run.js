@@ -204,9 +204,13 @@ async function buildLoadgen() {
 // ------------------------------------------------------------------------------------------------
 // Servers
 
-async function startServer(t, compress, smoke) {
+// `cpus` (a taskset list such as '0') pins the process and every thread it starts.
+const pinned = (cpus, argv) => (cpus && TASKSET ? ['taskset', '-c', cpus, ...argv] : argv);
+const TASKSET = os.cpus().length >= 2 && ['/usr/bin/taskset', '/bin/taskset'].some((p) => fs.existsSync(p));
+
+async function startServer(t, compress, smoke, cpus) {
   const env = { ...process.env, BENCH_EXIT_ON_STDIN_END: '1', BENCH_COMPRESS: compress ? '1' : '0' };
-  const [cmd, ...args] = [...t.command(ROOT), ...(compress && t.compressArgs ? t.compressArgs : [])];
+  const [cmd, ...args] = pinned(cpus, [...t.command(ROOT), ...(compress && t.compressArgs ? t.compressArgs : [])]);
   // Raise the fd limit for thousands of idle sockets, then exec: the pid stays the server's.
   const child = track(spawn('bash', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@"', 'bench-server', cmd, ...args, '--port', '0'], {
     cwd: ROOT, env, detached: true, stdio: ['pipe', 'pipe', 'pipe'],
@@ -249,7 +253,7 @@ async function runOnce(t, w, cfg) {
   const rec = { transport: t.name, workload: w.name, ok: false };
   let server;
   try {
-    server = await startServer(t, w.compress, cfg.smoke);
+    server = await startServer(t, w.compress, cfg.smoke, w.pin && w.pin.server);
   } catch (e) {
     rec.error = e.message;
     return rec;
@@ -258,7 +262,7 @@ async function runOnce(t, w, cfg) {
     await sleep(cfg.smoke ? 100 : 300);
     const rssBefore = procRssKiB(server.child.pid);
     const url = `ws://127.0.0.1:${server.port}/websocket`;
-    const [cmd, args] = w.command(cfg, url);
+    const [cmd, ...args] = pinned(w.pin && w.pin.loadgen, w.command(cfg, url).flat());
     const lg = track(spawn(cmd, [...args, '--sync'], { cwd: ROOT, detached: true, stdio: ['pipe', 'pipe', 'pipe'] }));
     lg.stdin.on('error', () => {});
     let lgErr = '';

@@ -104,7 +104,11 @@ const WORKLOADS = [
   },
   {
     name: 'rtt',
-    description: 'one client, sequential echo calls; round-trip percentiles',
+    description: 'one client, sequential echo calls; round-trip percentiles (server pinned to CPU 0, load generator to CPU 1)',
+    // Every server (all its threads) on CPU 0 and the client on CPU 1, the same for every transport:
+    // without it a round trip's latency is mostly the VM waking an idle vCPU, whichever vCPU the
+    // scheduler picked, and the medians wander by 3× between rounds.
+    pin: { server: '0', loadgen: '1' },
     command: (cfg, url) => lg(cfg, 'rtt', '--url', url, '--calls', cfg.rttCalls),
     timeoutS: () => 90,
     notApplicable: () => null,

@@ -3,16 +3,25 @@
 //! Message payloads are appended to one byte arena per batch (no allocation per message); the
 //! JS strings and Buffers are built on the JS thread from it.
 //!
-//! Batch layout handed to JS: a flat array `[tag, value, tag, value, ...]` where
-//! `tag = id * 8 + kind` (see the `KIND_*` constants, mirrored in index.js).
+//! Batch layout handed to JS: the dispatch function's ARGUMENTS are `tag, value, tag, value, ...`
+//! where `tag = id * 8 + kind` (see the `KIND_*` constants, mirrored in index.js). Passing them as
+//! arguments of one `napi_call_function` costs one copy onto V8's stack, where building an array
+//! costs one `napi_set_element` API call per value (~3% of the JS thread at 50×4). At most
+//! [`MAX_ARGS`] per call; a bigger batch is several calls in the same wakeup.
+//!
+//! The threadsafe function is N-API's own (`napi_create_threadsafe_function`), driven directly:
+//! the I/O threads only wake it (the events travel in the queue, not in the call).
 
+use crate::sockets;
 use napi::bindgen_prelude::*;
 use napi::sys;
-use crate::sockets;
-use napi::threadsafe_function::{ThreadsafeFunction, ThreadsafeFunctionCallMode};
 use native_ws::{Conn, Handler, OpenInfo, UpgradeInfo};
+use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, Mutex};
+
+/// Values per call of the dispatch function (V8 copies arguments onto its stack).
+const MAX_ARGS: usize = 2048;
 
 pub const KIND_OPEN: u32 = 0;
 pub const KIND_TEXT: u32 = 1;
@@ -23,7 +32,12 @@ pub const KIND_UPGRADE: u32 = 5;
 
 enum Event {
     Open(Arc<Conn>, Box<OpenInfo>),
-    Message { id: u32, binary: bool, start: usize, end: usize },
+    Message {
+        id: u32,
+        binary: bool,
+        start: usize,
+        end: usize,
+    },
     Drain(u32),
     Close(u32, u16, String),
     Upgrade(Box<UpgradeInfo>),
@@ -39,30 +53,72 @@ struct Queue {
     spare: Option<(Vec<Event>, Vec<u8>)>,
 }
 
-pub type Wake = ThreadsafeFunction<(), (), Batch, Status, false, false, 0>;
+/// N-API's threadsafe function handle. Called from I/O threads only under `Bridge::wake`'s lock,
+/// and taken out of it (under the lock) before it is released or finalized.
+struct Wake(sys::napi_threadsafe_function);
+// SAFETY: napi_call_threadsafe_function may be called from any thread; every other use is on
+// the JS thread.
+unsafe impl Send for Wake {}
 
 pub struct Bridge {
     queue: Mutex<Queue>,
     wake: Mutex<Option<Wake>>,
 }
 
-/// What one delivery carries to JS.
-pub struct Batch {
-    bridge: Arc<Bridge>,
-}
-
 impl Bridge {
-    pub fn new() -> Arc<Bridge> {
-        Arc::new(Bridge { queue: Mutex::new(Queue::default()), wake: Mutex::new(None) })
+    /// A bridge whose batches go to `dispatch` (a JS function), called as `dispatch(tag, value, ...)`.
+    pub fn new(env: sys::napi_env, dispatch: sys::napi_value) -> Result<Arc<Bridge>> {
+        let bridge = Arc::new(Bridge { queue: Mutex::new(Queue::default()), wake: Mutex::new(None) });
+        let context = Arc::into_raw(bridge.clone()) as *mut c_void;
+        let mut tsfn = ptr::null_mut();
+        // SAFETY: JS thread, live env and function; `context` is an owned Arc reclaimed in
+        // `finalize`, which N-API calls exactly once (after release, or at env teardown).
+        unsafe {
+            let mut name = ptr::null_mut();
+            check(sys::napi_create_string_utf8(env, c"ddp-transport-native".as_ptr(), -1, &mut name))?;
+            let status = sys::napi_create_threadsafe_function(
+                env,
+                dispatch,
+                ptr::null_mut(),
+                name,
+                0,
+                1,
+                context,
+                Some(finalize),
+                context,
+                Some(deliver),
+                &mut tsfn,
+            );
+            if status != sys::Status::napi_ok {
+                drop(Arc::from_raw(context as *const Bridge));
+                return Err(Error::from_status(Status::from(status)));
+            }
+        }
+        *bridge.wake.lock().unwrap() = Some(Wake(tsfn));
+        Ok(bridge)
     }
 
-    pub fn set_wake(&self, wake: Option<Wake>) {
-        *self.wake.lock().unwrap() = wake;
+    /// Keep the Node event loop alive for this bridge or not (JS thread).
+    pub fn set_ref(&self, env: sys::napi_env, on: bool) {
+        if let Some(w) = self.wake.lock().unwrap().as_ref() {
+            // SAFETY: JS thread, the handle is live while it is in `wake`.
+            unsafe {
+                if on {
+                    sys::napi_ref_threadsafe_function(env, w.0);
+                } else {
+                    sys::napi_unref_threadsafe_function(env, w.0);
+                }
+            }
+        }
     }
 
-    pub fn with_wake(&self, f: impl FnOnce(&mut Wake)) {
-        if let Some(w) = self.wake.lock().unwrap().as_mut() {
-            f(w);
+    /// Stop delivering (JS thread): events queued after this are never handed to JS.
+    pub fn release(&self) {
+        if let Some(w) = self.wake.lock().unwrap().take() {
+            // SAFETY: the handle was live; after this nobody calls it (it left `wake`).
+            unsafe {
+                sys::napi_release_threadsafe_function(w.0, sys::ThreadsafeFunctionReleaseMode::release);
+            }
         }
     }
 
@@ -104,7 +160,12 @@ impl Handler for Bridge {
         let start = q.data.len();
         q.data.extend_from_slice(data);
         let end = q.data.len();
-        q.events.push(Event::Message { id: conn.id, binary, start, end });
+        q.events.push(Event::Message {
+            id: conn.id,
+            binary,
+            start,
+            end,
+        });
     }
 
     fn drain(&self, conn: &Arc<Conn>) {
@@ -124,15 +185,70 @@ impl Handler for Bridge {
         drop(q);
         let wake = self.wake.lock().unwrap();
         if let Some(w) = wake.as_ref() {
-            // The callback takes the queue itself (see `batch_for`); the call only wakes JS.
-            w.call((), ThreadsafeFunctionCallMode::NonBlocking);
+            // The callback takes the queue itself (see `deliver`); the call only wakes JS.
+            // SAFETY: the handle is live while it is in `wake` (we hold the lock).
+            unsafe {
+                sys::napi_call_threadsafe_function(w.0, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking);
+            }
         }
     }
 }
 
-/// Builds the JS array for one delivery (runs on the JS thread inside the TSFN callback).
-pub fn batch_for(bridge: &Arc<Bridge>) -> Batch {
-    Batch { bridge: bridge.clone() }
+/// N-API is done with the threadsafe function (released, or the env is going away).
+unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mut c_void) {
+    let bridge = Arc::from_raw(data as *const Bridge);
+    bridge.wake.lock().unwrap().take();
+}
+
+/// JS thread, once per wakeup: hand everything queued to the dispatch function.
+unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
+    if env.is_null() || js_cb.is_null() {
+        return; // the env is being torn down
+    }
+    // SAFETY: `context` is the Arc leaked in `Bridge::new`, alive until `finalize`.
+    let bridge = &*(context as *const Bridge);
+    let (mut events, data) = bridge.take();
+    let mut args: Vec<sys::napi_value> = Vec::with_capacity((events.len() * 2).min(MAX_ARGS));
+    let mut undefined = ptr::null_mut();
+    sys::napi_get_undefined(env, &mut undefined);
+    let mut rest = events.drain(..);
+    loop {
+        let mut scope = ptr::null_mut();
+        if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
+            break;
+        }
+        args.clear();
+        let mut failed = None;
+        for ev in rest.by_ref() {
+            match event_values(env, ev, &data) {
+                Ok((t, v)) => args.extend([t, v]),
+                Err(e) => {
+                    failed = Some(e);
+                    break;
+                }
+            }
+            if args.len() >= MAX_ARGS {
+                break;
+            }
+        }
+        let called = !args.is_empty();
+        if called {
+            let mut result = ptr::null_mut();
+            sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result);
+        }
+        if let Some(e) = failed {
+            // Only on an N-API failure (out of memory): surface it as an exception.
+            let _ = JsError::from(e).throw_into(env);
+        }
+        sys::napi_close_handle_scope(env, scope);
+        let mut pending = false;
+        sys::napi_is_exception_pending(env, &mut pending);
+        if !called || pending {
+            break;
+        }
+    }
+    drop(rest);
+    bridge.recycle(events, data);
 }
 
 unsafe fn check(status: sys::napi_status) -> Result<()> {
@@ -145,7 +261,12 @@ unsafe fn check(status: sys::napi_status) -> Result<()> {
 
 unsafe fn js_string(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value> {
     let mut v = ptr::null_mut();
-    check(sys::napi_create_string_utf8(env, bytes.as_ptr().cast(), bytes.len() as isize, &mut v))?;
+    check(sys::napi_create_string_utf8(
+        env,
+        bytes.as_ptr().cast(),
+        bytes.len() as isize,
+        &mut v,
+    ))?;
     Ok(v)
 }
 
@@ -157,7 +278,11 @@ unsafe fn js_number(env: sys::napi_env, n: f64) -> Result<sys::napi_value> {
 
 unsafe fn js_array(env: sys::napi_env, items: &[sys::napi_value]) -> Result<sys::napi_value> {
     let mut arr = ptr::null_mut();
-    check(sys::napi_create_array_with_length(env, items.len(), &mut arr))?;
+    check(sys::napi_create_array_with_length(
+        env,
+        items.len(),
+        &mut arr,
+    ))?;
     for (i, item) in items.iter().enumerate() {
         check(sys::napi_set_element(env, arr, i as u32, *item))?;
     }
@@ -184,78 +309,90 @@ unsafe fn js_addr(env: sys::napi_env, addr: &std::net::SocketAddr) -> Result<[sy
         },
         ip => ip.to_string(),
     };
-    Ok([js_string(env, ip.as_bytes())?, js_number(env, addr.port() as f64)?])
+    Ok([
+        js_string(env, ip.as_bytes())?,
+        js_number(env, addr.port() as f64)?,
+    ])
 }
 
 fn tag(id: u32, kind: u32) -> f64 {
     id as f64 * 8.0 + kind as f64
 }
 
-impl ToNapiValue for Batch {
-    unsafe fn to_napi_value(env: sys::napi_env, val: Self) -> Result<sys::napi_value> {
-        let bridge = val.bridge;
-        let (mut events, data) = bridge.take();
-        let mut arr = ptr::null_mut();
-        check(sys::napi_create_array_with_length(env, events.len() * 2, &mut arr))?;
-        let mut i = 0u32;
-        for ev in events.drain(..) {
-            let (t, v) = match ev {
-                Event::Message { id, binary, start, end } => {
-                    let bytes = &data[start..end];
-                    if binary {
-                        let mut out = ptr::null_mut();
-                        let mut buf = ptr::null_mut();
-                        check(sys::napi_create_buffer_copy(env, bytes.len(), bytes.as_ptr().cast(), &mut buf, &mut out))?;
-                        (tag(id, KIND_BINARY), out)
-                    } else {
-                        (tag(id, KIND_TEXT), js_string(env, bytes)?)
-                    }
-                }
-                Event::Open(conn, info) => {
-                    let id = conn.id;
-                    sockets::insert(conn);
-                    let [ip, port] = js_addr(env, &info.remote)?;
-                    let items = [
-                        ip,
-                        port,
-                        js_string(env, info.url.as_bytes())?,
-                        js_string(env, info.protocol.as_bytes())?,
-                        js_string(env, info.extensions.as_bytes())?,
-                        js_number(env, info.route as f64)?,
-                        js_number(env, info.token as f64)?,
-                        js_headers(env, &info.headers)?,
-                    ];
-                    (tag(id, KIND_OPEN), js_array(env, &items)?)
-                }
-                Event::Drain(id) => (tag(id, KIND_DRAIN), js_number(env, 0.0)?),
-                Event::Close(id, code, reason) => {
-                    sockets::remove(id);
-                    let items = [js_number(env, code as f64)?, js_string(env, reason.as_bytes())?];
-                    (tag(id, KIND_CLOSE), js_array(env, &items)?)
-                }
-                Event::Upgrade(info) => {
-                    let protocols: Vec<_> =
-                        info.protocols.iter().map(|p| js_string(env, p.as_bytes())).collect::<Result<_>>()?;
-                    let [ip, port] = js_addr(env, &info.remote)?;
-                    let items = [
-                        js_number(env, info.token as f64)?,
-                        js_number(env, info.route as f64)?,
-                        js_string(env, info.method.as_bytes())?,
-                        js_string(env, info.url.as_bytes())?,
-                        ip,
-                        port,
-                        js_array(env, &protocols)?,
-                        js_string(env, info.extensions.as_bytes())?,
-                        js_headers(env, &info.headers)?,
-                    ];
-                    (tag(0, KIND_UPGRADE), js_array(env, &items)?)
-                }
-            };
-            check(sys::napi_set_element(env, arr, i, js_number(env, t)?))?;
-            check(sys::napi_set_element(env, arr, i + 1, v))?;
-            i += 2;
+/// One event as its (tag, value) pair of JS values.
+unsafe fn event_values(
+    env: sys::napi_env,
+    ev: Event,
+    data: &[u8],
+) -> Result<(sys::napi_value, sys::napi_value)> {
+    let (t, v) = match ev {
+        Event::Message {
+            id,
+            binary,
+            start,
+            end,
+        } => {
+            let bytes = &data[start..end];
+            if binary {
+                let mut out = ptr::null_mut();
+                let mut buf = ptr::null_mut();
+                check(sys::napi_create_buffer_copy(
+                    env,
+                    bytes.len(),
+                    bytes.as_ptr().cast(),
+                    &mut buf,
+                    &mut out,
+                ))?;
+                (tag(id, KIND_BINARY), out)
+            } else {
+                (tag(id, KIND_TEXT), js_string(env, bytes)?)
+            }
         }
-        bridge.recycle(events, data);
-        Ok(arr)
-    }
+        Event::Open(conn, info) => {
+            let id = conn.id;
+            sockets::insert(conn);
+            let [ip, port] = js_addr(env, &info.remote)?;
+            let items = [
+                ip,
+                port,
+                js_string(env, info.url.as_bytes())?,
+                js_string(env, info.protocol.as_bytes())?,
+                js_string(env, info.extensions.as_bytes())?,
+                js_number(env, info.route as f64)?,
+                js_number(env, info.token as f64)?,
+                js_headers(env, &info.headers)?,
+            ];
+            (tag(id, KIND_OPEN), js_array(env, &items)?)
+        }
+        Event::Drain(id) => (tag(id, KIND_DRAIN), js_number(env, 0.0)?),
+        Event::Close(id, code, reason) => {
+            sockets::remove(id);
+            let items = [
+                js_number(env, code as f64)?,
+                js_string(env, reason.as_bytes())?,
+            ];
+            (tag(id, KIND_CLOSE), js_array(env, &items)?)
+        }
+        Event::Upgrade(info) => {
+            let protocols: Vec<_> = info
+                .protocols
+                .iter()
+                .map(|p| js_string(env, p.as_bytes()))
+                .collect::<Result<_>>()?;
+            let [ip, port] = js_addr(env, &info.remote)?;
+            let items = [
+                js_number(env, info.token as f64)?,
+                js_number(env, info.route as f64)?,
+                js_string(env, info.method.as_bytes())?,
+                js_string(env, info.url.as_bytes())?,
+                ip,
+                port,
+                js_array(env, &protocols)?,
+                js_string(env, info.extensions.as_bytes())?,
+                js_headers(env, &info.headers)?,
+            ];
+            (tag(0, KIND_UPGRADE), js_array(env, &items)?)
+        }
+    };
+    Ok((js_number(env, t)?, v))
 }

@@ -2,22 +2,23 @@
 //! logic lives here; validation of options happens in index.js, which owns the public API.
 
 mod bridge;
+mod hot;
 mod sockets;
 
-use bridge::{Bridge, Wake};
+use bridge::Bridge;
 use napi::bindgen_prelude::*;
-use napi::sys;
-use napi::{JsString, JsValue};
+use napi::JsValue;
 use napi_derive::napi;
 use native_ws::deflate::DeflateConfig;
 use native_ws::handshake::Request;
-use native_ws::{Behavior, Conn, Decision, SendStatus, Server};
-use std::cell::RefCell;
+use native_ws::{Behavior, Decision, SendStatus, Server};
 use std::sync::Arc;
 
-thread_local! {
-    /// Sockets with frames queued in this JS tick; flushed once at the end of the tick.
-    static DIRTY: RefCell<Vec<Arc<Conn>>> = const { RefCell::new(Vec::new()) };
+/// `sendText` and `flushAll`, the per-message calls, are plain N-API callbacks (see hot.rs).
+#[napi(module_exports)]
+pub fn hot_calls(exports: Object, env: Env) -> Result<()> {
+    // SAFETY: called once at module load on the JS thread with the module's env and exports.
+    unsafe { hot::register(env.raw(), exports.raw()) }
 }
 
 #[napi(object)]
@@ -86,22 +87,21 @@ pub struct NativeApp {
 
 #[napi]
 impl NativeApp {
-    /// `dispatch(batch)` receives every batch of events (see bridge.rs for the layout).
+    /// `dispatch(tag, value, tag, value, ...)` receives every batch of events (see bridge.rs).
     #[napi(constructor)]
-    pub fn new(threads: u32, dispatch: Function<bridge::Batch, ()>) -> Result<Self> {
-        let bridge = Bridge::new();
-        let for_js = bridge.clone();
-        let wake: Wake = dispatch
-            .build_threadsafe_function::<()>()
-            .callee_handled::<false>()
-            .build_callback(move |_ctx| Ok(bridge::batch_for(&for_js)))?;
-        bridge.set_wake(Some(wake));
+    pub fn new(env: Env, threads: u32, dispatch: Function<(), ()>) -> Result<Self> {
+        let bridge = Bridge::new(env.raw(), dispatch.raw())?;
         let server = Server::new(threads as usize, bridge.clone()).map_err(io_error)?;
-        Ok(NativeApp { server: Some(server), bridge })
+        Ok(NativeApp {
+            server: Some(server),
+            bridge,
+        })
     }
 
     fn server(&self) -> Result<&Server> {
-        self.server.as_ref().ok_or_else(|| Error::new(Status::GenericFailure, "app is closed"))
+        self.server
+            .as_ref()
+            .ok_or_else(|| Error::new(Status::GenericFailure, "app is closed"))
     }
 
     #[napi]
@@ -132,31 +132,63 @@ impl NativeApp {
     /// Returns the bound port. Errors start with the errno name (e.g. "EADDRINUSE: ...").
     #[napi]
     pub fn listen(&self, host: String, port: u32) -> Result<u32> {
-        let addr = self.server()?.listen(&host, port as u16).map_err(io_error)?;
+        let addr = self
+            .server()?
+            .listen(&host, port as u16)
+            .map_err(io_error)?;
         Ok(addr.port() as u32)
     }
 
     #[napi]
     pub fn internal_listener(&self) -> Result<InternalListener> {
         let (addr, secret) = self.server()?.internal_listener().map_err(io_error)?;
-        Ok(InternalListener { port: addr.port() as u32, secret })
+        Ok(InternalListener {
+            port: addr.port() as u32,
+            secret,
+        })
     }
 
     /// Take over a socket from Node: its fd (duplicated here), the request head Node parsed
     /// (`headers` flat: name, value, ...) and the bytes that followed it.
     #[napi]
-    pub fn adopt(&self, fd: i32, method: String, url: String, headers: Vec<String>, head: BufferSlice) -> Result<()> {
-        let headers = headers.chunks_exact(2).map(|p| (p[0].to_ascii_lowercase(), p[1].clone())).collect();
-        let req = Request { method, url, headers };
-        self.server()?.adopt(fd, req, head.to_vec()).map_err(io_error)
+    pub fn adopt(
+        &self,
+        fd: i32,
+        method: String,
+        url: String,
+        headers: Vec<String>,
+        head: BufferSlice,
+    ) -> Result<()> {
+        let headers = headers
+            .chunks_exact(2)
+            .map(|p| (p[0].to_ascii_lowercase(), p[1].clone()))
+            .collect();
+        let req = Request {
+            method,
+            url,
+            headers,
+        };
+        self.server()?
+            .adopt(fd, req, head.to_vec())
+            .map_err(io_error)
     }
 
     #[napi]
-    pub fn decide(&self, token: f64, accept: bool, protocol: Option<String>, status: u32, body: String) -> Result<()> {
+    pub fn decide(
+        &self,
+        token: f64,
+        accept: bool,
+        protocol: Option<String>,
+        status: u32,
+        body: String,
+    ) -> Result<()> {
         let decision = if accept {
             Decision::Accept { protocol }
         } else {
-            Decision::Reject { status: status as u16, body }
+            Decision::Reject {
+                status: status as u16,
+                body,
+            }
         };
         self.server()?.decide(token as u64, decision);
         Ok(())
@@ -176,11 +208,8 @@ impl NativeApp {
 
     /// Keep the Node event loop alive (listening or sockets open) or not.
     #[napi]
-    #[allow(deprecated)]
     pub fn set_ref(&self, env: Env, on: bool) {
-        self.bridge.with_wake(|w| {
-            let _ = if on { w.refer(&env) } else { w.unref(&env) };
-        });
+        self.bridge.set_ref(env.raw(), on);
     }
 
     #[napi]
@@ -200,7 +229,11 @@ impl NativeApp {
             wire_bytes_out: n(&s.wire_out),
             backpressure_events: n(&s.backpressure),
             dropped: n(&s.dropped),
-            closes: s.closes_by_code().into_iter().flat_map(|(c, k)| [c as f64, k as f64]).collect(),
+            closes: s
+                .closes_by_code()
+                .into_iter()
+                .flat_map(|(c, k)| [c as f64, k as f64])
+                .collect(),
         })
     }
 
@@ -210,77 +243,26 @@ impl NativeApp {
         if let Some(mut server) = self.server.take() {
             server.shutdown();
         }
-        self.bridge.set_wake(None);
+        self.bridge.release();
     }
-}
-
-fn queued(s: SendStatus, newly_dirty: bool, conn: &Arc<Conn>) -> u32 {
-    if newly_dirty {
-        DIRTY.with(|d| d.borrow_mut().push(conn.clone()));
-    }
-    s as u32
 }
 
 const CLOSED: u32 = SendStatus::Dropped as u32;
-
-/// Queue a JS string as one frame on socket `id`, encoding it straight into the socket's queue.
-#[napi]
-pub fn send_text(env: Env, id: u32, data: JsString, binary: bool, compress: bool) -> Result<u32> {
-    let (raw_env, raw) = (env.raw(), data.raw());
-    let mut len = 0usize;
-    // SAFETY: plain N-API calls on a string value owned by this call's scope.
-    unsafe {
-        if sys::napi_get_value_string_utf8(raw_env, raw, std::ptr::null_mut(), 0, &mut len) != sys::Status::napi_ok {
-            return Err(Error::new(Status::StringExpected, "send: data must be a string"));
-        }
-    }
-    let opcode = if binary { 2 } else { 1 };
-    let sent = sockets::with(id, |conn| {
-        let (s, dirty) = conn.send(opcode, len, compress, |out| {
-            // N-API writes a NUL after the text, so give it one byte more than the text needs.
-            out.reserve(len + 1);
-            let spare = out.spare_capacity_mut();
-            let mut written = 0usize;
-            // SAFETY: `spare` has room for len + 1 bytes; napi writes at most that many and
-            // reports `written` (== len, as measured above for the same string) initialised bytes.
-            unsafe {
-                sys::napi_get_value_string_utf8(raw_env, raw, spare.as_mut_ptr().cast(), len + 1, &mut written);
-                out.set_len(out.len() + written.min(len));
-            }
-            // Should the string be shorter than measured (impossible for an immutable JS string), pad.
-            out.resize(out.len() + (len - written.min(len)), 0);
-        });
-        queued(s, dirty, conn)
-    });
-    Ok(sent.unwrap_or(CLOSED))
-}
 
 /// Queue bytes (a Buffer) as one frame on socket `id`.
 #[napi]
 pub fn send_bytes(id: u32, data: BufferSlice, binary: bool, compress: bool) -> u32 {
     let opcode = if binary { 2 } else { 1 };
     sockets::with(id, |conn| {
-        let (s, dirty) = conn.send(opcode, data.len(), compress, |out| out.extend_from_slice(&data));
-        queued(s, dirty, conn)
+        let (s, newly_dirty) = conn.send(opcode, data.len(), compress, |out| {
+            out.extend_from_slice(&data)
+        });
+        if newly_dirty {
+            hot::mark_dirty(conn);
+        }
+        s as u32
     })
     .unwrap_or(CLOSED)
-}
-
-/// End of the JS tick: write every socket that queued frames (one write per socket).
-#[napi]
-pub fn flush_all() {
-    let dirty = DIRTY.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    for conn in &dirty {
-        conn.flush();
-    }
-    DIRTY.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.is_empty() {
-            let mut dirty = dirty;
-            dirty.clear();
-            *d = dirty;
-        }
-    });
 }
 
 #[napi]

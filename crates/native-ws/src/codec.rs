@@ -266,6 +266,18 @@ pub fn write_header(
     len: usize,
     mask: Option<[u8; 4]>,
 ) {
+    let (hdr, n) = encode_header(fin, rsv1, opcode, len, mask);
+    out.extend_from_slice(&hdr[..n]);
+}
+
+/// A frame header as bytes: the first `n` of the returned array (2 to 14).
+pub fn encode_header(
+    fin: bool,
+    rsv1: bool,
+    opcode: u8,
+    len: usize,
+    mask: Option<[u8; 4]>,
+) -> ([u8; 14], usize) {
     let mut b0 = opcode & OPCODE_BITS;
     if fin {
         b0 |= FIN_BIT;
@@ -293,7 +305,7 @@ pub fn write_header(
         hdr[n..n + 4].copy_from_slice(&key);
         n += 4;
     }
-    out.extend_from_slice(&hdr[..n]);
+    (hdr, n)
 }
 
 /// Append one whole unmasked (server) frame: header + payload.

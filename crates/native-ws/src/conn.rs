@@ -104,7 +104,10 @@ impl Conn {
         deflate: Option<Negotiated>,
         stats: Arc<Stats>,
     ) -> Conn {
-        let threshold = behavior.compression.as_ref().map_or(usize::MAX, |c| c.threshold);
+        let threshold = behavior
+            .compression
+            .as_ref()
+            .map_or(usize::MAX, |c| c.threshold);
         Conn {
             id,
             fd,
@@ -139,13 +142,17 @@ impl Conn {
         self.wake.notify_one();
     }
 
-    /// Queue one message of `len` bytes; `fill` must append exactly `len` bytes to the vector it
-    /// is given (so a JS string is encoded straight into the queue, no intermediate copy). Returns the status and whether the
-    /// socket just became dirty (the caller must then call [`Conn::flush`] at the end of its tick).
+    /// Queue one message; `fill` appends its payload to the vector it is given (so a JS string
+    /// is encoded straight into the queue, no intermediate copy). `min_len` is a lower bound of
+    /// the payload's length (exact for bytes; a string's UTF-16 length, which its UTF-8 form
+    /// never undercuts): the header is reserved for it and rewritten, moved only if the length
+    /// crosses a header-size step. The caller need not scan a string to size it first.
+    /// Returns the status and whether the socket just became dirty (the caller must then call
+    /// [`Conn::flush`] at the end of its tick).
     pub fn send(
         &self,
         opcode: u8,
-        len: usize,
+        min_len: usize,
         compress: bool,
         fill: impl FnOnce(&mut Vec<u8>),
     ) -> (SendStatus, bool) {
@@ -166,18 +173,46 @@ impl Conn {
             }
             return (SendStatus::Dropped, false);
         }
-        if compress && self.deflate.is_some() && len >= self.threshold {
+        let deflate = compress && self.deflate.is_some();
+        let ob = &mut *ob;
+        let len = if deflate && min_len >= self.threshold {
             let start = ob.job_data.len();
             fill(&mut ob.job_data);
-            assert_eq!(ob.job_data.len(), start + len, "fill appended the wrong length");
-            let at = ob.buf.len();
-            ob.jobs.push(Job { at, opcode, start, len });
+            let len = ob.job_data.len() - start;
+            ob.jobs.push(Job {
+                at: ob.buf.len(),
+                opcode,
+                start,
+                len,
+            });
+            len
         } else {
-            codec::write_header(&mut ob.buf, true, false, opcode, len, None);
-            let start = ob.buf.len();
+            let at = ob.buf.len();
+            let guess = codec::header_size(min_len, false);
+            ob.buf.resize(at + guess, 0);
             fill(&mut ob.buf);
-            assert_eq!(ob.buf.len(), start + len, "fill appended the wrong length");
-        }
+            let len = ob.buf.len() - at - guess;
+            if deflate && len >= self.threshold {
+                // Longer than its lower bound said and past the threshold: compress it after all.
+                let start = ob.job_data.len();
+                ob.job_data.extend_from_slice(&ob.buf[at + guess..]);
+                ob.buf.truncate(at);
+                ob.jobs.push(Job {
+                    at,
+                    opcode,
+                    start,
+                    len,
+                });
+            } else {
+                let (hdr, n) = codec::encode_header(true, false, opcode, len, None);
+                if n == guess {
+                    ob.buf[at..at + n].copy_from_slice(&hdr[..n]);
+                } else {
+                    ob.buf.splice(at..at + guess, hdr[..n].iter().copied());
+                }
+            }
+            len
+        };
         let queued = len + codec::header_size(len, false);
         self.buffered.fetch_add(queued, Relaxed);
         Stats::add(&self.stats.messages_out, 1);
@@ -189,7 +224,7 @@ impl Conn {
             SendStatus::Backpressure
         } else if ob.tick_bytes > CORK_LIMIT {
             // Past uWS's cork size: write now rather than hold the whole tick in memory.
-            self.flush_locked(&mut ob);
+            self.flush_locked(ob);
             if ob.io_busy {
                 SendStatus::Backpressure
             } else {
@@ -379,5 +414,92 @@ impl Conn {
         ob.jobs = Vec::new();
         ob.job_data = Vec::new();
         self.buffered.store(0, Relaxed);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Read;
+    use std::os::fd::AsRawFd;
+    use std::os::unix::net::UnixStream;
+
+    /// A connection on one end of a socket pair (sends past the cork size are written at once).
+    fn conn() -> (Conn, UnixStream, UnixStream) {
+        let (ours, peer) = UnixStream::pair().unwrap();
+        ours.set_nonblocking(true).unwrap();
+        peer.set_nonblocking(true).unwrap();
+        let c = Conn::new(
+            1,
+            ours.as_raw_fd(),
+            Arc::new(Behavior::default()),
+            None,
+            Arc::new(Stats::default()),
+        );
+        (c, ours, peer)
+    }
+
+    /// Bytes already written to the peer, then the ones still queued.
+    fn sent_frames(c: &Conn, peer: &mut UnixStream) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut chunk = [0u8; 65536];
+        while let Ok(n) = peer.read(&mut chunk) {
+            if n == 0 {
+                break;
+            }
+            out.extend_from_slice(&chunk[..n]);
+        }
+        let mut t = Taken::default();
+        if c.take(&mut t).is_ok() {
+            out.extend_from_slice(&t.buf);
+        }
+        out
+    }
+
+    #[test]
+    fn send_rewrites_the_header_for_the_real_length() {
+        // (lower bound given, bytes actually appended): same header size, and every step crossed.
+        for (min_len, real) in [
+            (0, 0),
+            (10, 10),
+            (10, 125),
+            (42, 126),
+            (100, 300),
+            (125, 65_535),
+            (200, 65_536),
+            (65_536, 70_000),
+        ] {
+            let (c, _ours, mut peer) = conn();
+            let payload: Vec<u8> = (0..real).map(|i| b'a' + (i % 26) as u8).collect();
+            let (status, dirty) = c.send(1, min_len, true, |out| out.extend_from_slice(&payload));
+            assert_ne!(status, SendStatus::Dropped);
+            assert!(dirty);
+            let mut want = Vec::new();
+            codec::write_frame(&mut want, true, false, 1, &payload);
+            assert_eq!(
+                c.buffered_amount() as u64 + c.stats.wire_out.load(Relaxed),
+                want.len() as u64
+            );
+            assert_eq!(
+                sent_frames(&c, &mut peer),
+                want,
+                "min_len {min_len}, real {real}"
+            );
+        }
+    }
+
+    #[test]
+    fn frames_of_one_tick_follow_each_other() {
+        let (c, _ours, mut peer) = conn();
+        c.send(1, 3, false, |out| out.extend_from_slice(b"abcdef"));
+        c.send(2, 200, false, |out| out.extend_from_slice(&[7u8; 200]));
+        c.send(1, 0, false, |out| out.extend_from_slice(b"x"));
+        c.flush();
+        let mut want = Vec::new();
+        codec::write_frame(&mut want, true, false, 1, b"abcdef");
+        codec::write_frame(&mut want, true, false, 2, &[7u8; 200]);
+        codec::write_frame(&mut want, true, false, 1, b"x");
+        assert_eq!(sent_frames(&c, &mut peer), want);
+        assert_eq!(c.buffered_amount(), 0);
     }
 }
