@@ -5,7 +5,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('node:crypto');
 const { scope, waitFor, wsExpectRejected, deadline } = require('./helpers/common');
-const { rawHttp, connectRaw, upgradeRequestText } = require('./helpers/raw');
+const { rawHttp, connectRaw, upgradeRequestText, textFrame } = require('./helpers/raw');
 
 const T = { timeout: 20000 };
 
@@ -369,4 +369,54 @@ test('the 101 response carries the RFC 6455 accept key', T, async (t) => {
   assert.equal(r.status, 101);
   assert.equal(r.headers['sec-websocket-accept'], r.accept);
   assert.match(r.headers.connection, /upgrade/i);
+});
+
+test('pipelined frames of one write reach JS in the same tick, even while other clients keep the I/O thread busy', T, async (t) => {
+  // The I/O thread hands a read's messages to JS together: a client's pipelined calls are answered
+  // from one JS tick (so their replies leave in one write), whatever else the server is doing.
+  const s = scope(t);
+  let tick = 0;
+  let tickScheduled = false;
+  const seen = new Map(); // round tag → Set of ticks it was handled in
+  const { port } = await s.app({
+    message(ws, data) {
+      if (!tickScheduled) {
+        tickScheduled = true;
+        process.nextTick(() => { tickScheduled = false; tick++; });
+      }
+      const round = data.slice(0, data.indexOf(':'));
+      if (round !== 'noise') {
+        if (!seen.has(round)) seen.set(round, new Set());
+        seen.get(round).add(tick);
+      }
+      ws.send(data);
+    },
+  });
+  const noisy = [];
+  for (let i = 0; i < 8; i++) noisy.push(await connectRaw(port));
+  const pipelined = [];
+  for (let i = 0; i < 4; i++) pipelined.push(await connectRaw(port));
+  let stop = false;
+  const noise = noisy.map(async (c) => {
+    for (let i = 0; i < 50000 && !stop; i++) {
+      c.socket.write(textFrame(`noise:${'n'.repeat(40)}`));
+      if (!(await c.reader.next())) break;
+    }
+  });
+  const ROUNDS = 150;
+  try {
+    await Promise.all(pipelined.map(async (c, ci) => {
+      for (let r = 0; r < ROUNDS; r++) {
+        const tag = `c${ci}r${r}`;
+        c.socket.write(Buffer.concat([0, 1, 2, 3].map((k) => textFrame(`${tag}:${k}`))));
+        for (let k = 0; k < 4; k++) assert.equal((await c.reader.next()).payload.toString(), `${tag}:${k}`);
+      }
+    }));
+  } finally {
+    stop = true;
+    await Promise.all(noise);
+  }
+  assert.equal(seen.size, 4 * ROUNDS);
+  const split = [...seen].filter(([, ticks]) => ticks.size !== 1).map(([tag]) => tag);
+  assert.deepEqual(split, [], 'rounds whose 4 frames were handled over more than one JS tick');
 });

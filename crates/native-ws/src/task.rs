@@ -148,7 +148,9 @@ impl Task {
         if !initial.is_empty() {
             Stats::add(&self.conn.stats.wire_in, initial.len());
             self.rbuf = initial;
-            if let Some(out) = self.process_rbuf() {
+            let out = self.process_rbuf();
+            self.handler.flush();
+            if let Some(out) = out {
                 return out;
             }
         }
