@@ -355,8 +355,10 @@ class TemplatedApp {
     try {
       this._native.adopt(fd, req.method, req.url, req.rawHeaders, head);
     } catch (e) {
+      // Only dup() can fail here (EMFILE: out of file descriptors). Like a failed accept, this
+      // costs one connection, not the server: the client sees the socket close and retries.
       socket.destroy();
-      process.nextTick(rethrow, nativeError(e, 'adopting an upgraded socket'));
+      process.emitWarning(nativeError(e, 'adopting an upgraded socket'));
       return;
     }
     socket.destroy();

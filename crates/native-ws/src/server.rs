@@ -181,14 +181,22 @@ impl Server {
     /// (the caller then closes its own), `req` is the request head it parsed, `head` the bytes
     /// that followed it. The handshake is validated and answered here.
     pub fn adopt(&self, fd: RawFd, req: Request, head: Vec<u8>) -> io::Result<()> {
+        // Only the dup happens on the caller's (JS) thread; the rest of the set-up runs on an
+        // I/O thread: one syscall and one wake-up for the caller per upgrade.
         // SAFETY: the caller guarantees `fd` is an open socket for the duration of this call.
         let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
-        let std_stream = std::net::TcpStream::from(owned);
-        std_stream.set_nonblocking(true)?;
-        let remote = std_stream.peer_addr()?;
-        let _enter = self.rt().enter();
-        let stream = TcpStream::from_std(std_stream)?;
-        self.rt().spawn(serve(self.shared.clone(), stream, remote, Source::Parsed(req, head)));
+        let shared = self.shared.clone();
+        self.rt().spawn(async move {
+            let std_stream = std::net::TcpStream::from(owned);
+            // A peer already gone (ENOTCONN) or a socket tokio cannot take: drop it, as the
+            // listener drops a failed accept.
+            let Ok(remote) = std_stream.peer_addr() else { return };
+            if std_stream.set_nonblocking(true).is_err() {
+                return;
+            }
+            let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            serve(shared, stream, remote, Source::Parsed(req, head)).await;
+        });
         Ok(())
     }
 
