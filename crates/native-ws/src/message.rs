@@ -65,6 +65,8 @@ pub struct Reader {
     /// opcode of the fragmented message in progress (0 = none)
     opcode: u8,
     compressed: bool,
+    /// the compressed message in progress has fed the inflater at least one byte
+    fed: bool,
     fragments: u32,
     msg: Vec<u8>,
     utf8: Utf8Validator,
@@ -86,6 +88,7 @@ impl Reader {
             inflater: None,
             opcode: 0,
             compressed: false,
+            fed: false,
             fragments: 0,
             msg: Vec::new(),
             utf8: Utf8Validator::new(),
@@ -182,11 +185,19 @@ impl Reader {
             let (bits, no_context) = self.deflate.expect("RSV1 accepted only with deflate");
             // Only connections whose client resets its context share pooled inflaters (all of
             // which reset per message); a context-takeover connection keeps its own window.
-            let inflater = self.inflater.get_or_insert_with(|| {
-                no_context.then(|| spare_inflater(bits)).flatten().unwrap_or_else(|| Inflater::new(bits, no_context))
-            });
-            inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
-            if fin {
+            // A compressed message with no payload bytes at all (no sender makes one: RFC 7692
+            // leaves at least an empty block) is an empty message: the inflater is not touched,
+            // since the `00 00 ff ff` tail alone would start a stored block and swallow the next
+            // message of a context-takeover stream.
+            if !payload.is_empty() {
+                self.fed = true;
+                let inflater = self.inflater.get_or_insert_with(|| {
+                    no_context.then(|| spare_inflater(bits)).flatten().unwrap_or_else(|| Inflater::new(bits, no_context))
+                });
+                inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
+            }
+            if fin && self.fed {
+                let inflater = self.inflater.as_mut().expect("fed above");
                 inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;
                 if no_context {
                     // finish() reset it: nothing of this connection is left in it.
@@ -209,6 +220,7 @@ impl Reader {
         on(Msg::Data { text: self.opcode == codec::OP_TEXT, payload: &self.msg });
         self.opcode = 0;
         self.compressed = false;
+        self.fed = false;
         self.fragments = 0;
         self.msg.clear();
         if self.msg.capacity() > 64 * 1024 {
@@ -335,6 +347,26 @@ mod tests {
         let (res, got) = run(&mut r, bytes);
         res.unwrap();
         assert_eq!(got, vec![format!("t:{text}"), format!("t:{text}"), "t:plain".to_string()]);
+    }
+
+    #[test]
+    fn an_empty_compressed_message_is_empty_and_leaves_the_context_alone() {
+        // Context takeover: the message after the empty one still inflates against the window.
+        let (n, mut client) = deflate_session();
+        let mut r = Reader::new(1 << 20, 100, Some(&n));
+        let text = "shared context ".repeat(50);
+        let mut z1 = Vec::new();
+        client.compress(text.as_bytes(), &mut z1);
+        let mut z2 = Vec::new();
+        client.compress(text.as_bytes(), &mut z2);
+        let mut bytes = frame(true, true, codec::OP_TEXT, &z1);
+        bytes.extend(frame(true, true, codec::OP_TEXT, b""));
+        bytes.extend(frame(false, true, codec::OP_TEXT, b""));
+        bytes.extend(frame(true, false, codec::OP_CONTINUATION, b""));
+        bytes.extend(frame(true, true, codec::OP_TEXT, &z2));
+        let (res, got) = run(&mut r, bytes);
+        res.unwrap();
+        assert_eq!(got, vec![format!("t:{text}"), "t:".to_string(), "t:".to_string(), format!("t:{text}")]);
     }
 
     #[test]
