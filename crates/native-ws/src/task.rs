@@ -502,26 +502,4 @@ impl Task {
 }
 
 #[cfg(test)]
-mod size_guard {
-    /// Idle memory per connection is mostly this future: keep it from growing unnoticed.
-    #[tokio::test]
-    async fn connection_task_stays_small() {
-        use crate::*;
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let a = tokio::net::TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
-        let conn = std::sync::Arc::new(crate::conn::Conn::new(1, 0, std::sync::Arc::new(Behavior::default()), None, Default::default()));
-        struct H;
-        impl Handler for H {
-            fn open(&self, _: &std::sync::Arc<Conn>, _: OpenInfo) {}
-            fn message(&self, _: &std::sync::Arc<Conn>, _: &[u8], _: bool) {}
-            fn close(&self, _: &std::sync::Arc<Conn>, _: u16, _: &str) {}
-        }
-        let info = OpenInfo { route: 0, token: 0, url: String::new(), headers: vec![], remote: "1.1.1.1:1".parse().unwrap(), protocol: String::new(), extensions: String::new() };
-        let fut = super::run(conn.clone(), a, Vec::new(), std::sync::Arc::new(H), info);
-        let size = std::mem::size_of_val(&fut);
-        eprintln!("connection task future: {size} bytes; Conn: {} bytes", std::mem::size_of::<Conn>());
-        assert!(size <= 1280, "connection task future grew to {size} bytes");
-        assert!(std::mem::size_of::<Conn>() <= 256);
-        drop(fut);
-    }
-}
+mod tests;

@@ -21,3 +21,5 @@ impl Rng {
         (0..n).map(|_| self.next_u64() as u8).collect()
     }
 }
+
+pub(crate) mod deflate_stream;

@@ -1,0 +1,83 @@
+use super::*;
+use std::io::Read;
+use std::os::fd::AsRawFd;
+use std::os::unix::net::UnixStream;
+
+/// A connection on one end of a socket pair (sends past the cork size are written at once).
+fn conn() -> (Conn, UnixStream, UnixStream) {
+    let (ours, peer) = UnixStream::pair().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    peer.set_nonblocking(true).unwrap();
+    let c = Conn::new(
+        1,
+        ours.as_raw_fd(),
+        Arc::new(Behavior::default()),
+        None,
+        Arc::new(Stats::default()),
+    );
+    (c, ours, peer)
+}
+
+/// Bytes already written to the peer, then the ones still queued.
+fn sent_frames(c: &Conn, peer: &mut UnixStream) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut chunk = [0u8; 65536];
+    while let Ok(n) = peer.read(&mut chunk) {
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&chunk[..n]);
+    }
+    let mut t = Taken::default();
+    if c.take(&mut t).is_ok() {
+        out.extend_from_slice(&t.buf);
+    }
+    out
+}
+
+#[test]
+fn send_rewrites_the_header_for_the_real_length() {
+    // (lower bound given, bytes actually appended): same header size, and every step crossed.
+    for (min_len, real) in [
+        (0, 0),
+        (10, 10),
+        (10, 125),
+        (42, 126),
+        (100, 300),
+        (125, 65_535),
+        (200, 65_536),
+        (65_536, 70_000),
+    ] {
+        let (c, _ours, mut peer) = conn();
+        let payload: Vec<u8> = (0..real).map(|i| b'a' + (i % 26) as u8).collect();
+        let (status, dirty) = c.send(1, min_len, true, |out| out.extend_from_slice(&payload));
+        assert_ne!(status, SendStatus::Dropped);
+        assert!(dirty);
+        let mut want = Vec::new();
+        codec::write_frame(&mut want, true, false, 1, &payload);
+        assert_eq!(
+            c.buffered_amount() as u64 + c.stats.wire_out.load(Relaxed),
+            want.len() as u64
+        );
+        assert_eq!(
+            sent_frames(&c, &mut peer),
+            want,
+            "min_len {min_len}, real {real}"
+        );
+    }
+}
+
+#[test]
+fn frames_of_one_tick_follow_each_other() {
+    let (c, _ours, mut peer) = conn();
+    c.send(1, 3, false, |out| out.extend_from_slice(b"abcdef"));
+    c.send(2, 200, false, |out| out.extend_from_slice(&[7u8; 200]));
+    c.send(1, 0, false, |out| out.extend_from_slice(b"x"));
+    c.flush();
+    let mut want = Vec::new();
+    codec::write_frame(&mut want, true, false, 1, b"abcdef");
+    codec::write_frame(&mut want, true, false, 2, &[7u8; 200]);
+    codec::write_frame(&mut want, true, false, 1, b"x");
+    assert_eq!(sent_frames(&c, &mut peer), want);
+    assert_eq!(c.buffered_amount(), 0);
+}
