@@ -10,7 +10,7 @@
 //!   negotiated permessage-deflate. Delivered messages respect the caps and UTF-8 rules, and the
 //!   messages and the final outcome are the same whatever the splits (and, with deflate, whatever
 //!   the thread's pool of spare inflaters holds).
-//! * [`negotiate`]: `deflate::negotiate` with several server configs; the answer is well formed,
+//! * [`negotiate`]: `extensions::negotiate` with several server configs; the answer is well formed,
 //!   only echoes what RFC 7692 allows, and is itself an acceptable offer.
 //! * [`inflate`]: `deflate::Inflater::feed/finish` with a cap: the output (length and capacity)
 //!   never exceeds the cap; fed whole or in pieces, the results are identical (error kinds
@@ -20,7 +20,8 @@
 //!   window size and context-takeover mode, with the cap set to the exact message size.
 
 use native_ws::codec::{self, ProtocolError};
-use native_ws::deflate::{self, DeflateConfig, Deflater, InflateError, Inflater, Negotiated};
+use native_ws::deflate::{Deflater, InflateError, Inflater};
+use native_ws::extensions::{self, DeflateConfig, Negotiated};
 use native_ws::handshake;
 use native_ws::message::{Msg, Reader};
 
@@ -122,7 +123,7 @@ pub fn handshake(data: &[u8]) {
             for p in &up.protocols {
                 assert!(!p.is_empty() && !p.contains(','));
             }
-            let neg = deflate::negotiate(&up.extensions, &DeflateConfig::default());
+            let neg = extensions::negotiate(&up.extensions, &DeflateConfig::default());
             handshake::write_101(
                 &mut out,
                 &up.accept,
@@ -255,7 +256,7 @@ fn frames_common(data: &[u8], with_deflate: bool) {
                 DeflateConfig { request_max_window_bits: Some(9), ..DeflateConfig::default() },
             ),
         };
-        Some(deflate::negotiate(offer, &cfg).expect("a valid offer"))
+        Some(extensions::negotiate(offer, &cfg).expect("a valid offer"))
     } else {
         None
     };
@@ -300,7 +301,7 @@ fn prime_inflater_pool() {
         offers
             .iter()
             .map(|(offer, cfg)| {
-                let neg = deflate::negotiate(offer, cfg).expect("a valid offer");
+                let neg = extensions::negotiate(offer, cfg).expect("a valid offer");
                 let mut z = Vec::new();
                 Deflater::new(6, neg.client_window_bits, true).compress(b"prime the pool", &mut z);
                 let key = [9, 8, 7, 6];
@@ -351,7 +352,7 @@ pub fn negotiate(data: &[u8]) {
     let Ok(offers) = std::str::from_utf8(data) else { return };
     let lower = offers.to_ascii_lowercase();
     for cfg in configs() {
-        let Some(n) = deflate::negotiate(offers, &cfg) else { continue };
+        let Some(n) = extensions::negotiate(offers, &cfg) else { continue };
         assert!(lower.contains("permessage-deflate"));
         assert!((9..=15).contains(&n.server_window_bits), "{n:?}");
         assert!((9..=15).contains(&n.client_window_bits), "{n:?}");
@@ -367,7 +368,7 @@ pub fn negotiate(data: &[u8]) {
         assert_eq!(n.server_no_context_takeover, n.response.contains("server_no_context_takeover"));
         assert_eq!(n.client_no_context_takeover, n.response.contains("client_no_context_takeover"));
         // The answer is itself a valid offer, and negotiating it again changes nothing.
-        let again = deflate::negotiate(&n.response, &cfg).unwrap_or_else(|| panic!("response {:?} is not a valid offer", n.response));
+        let again = extensions::negotiate(&n.response, &cfg).unwrap_or_else(|| panic!("response {:?} is not a valid offer", n.response));
         assert_eq!(again.server_no_context_takeover, n.server_no_context_takeover);
         assert_eq!(again.client_no_context_takeover, n.client_no_context_takeover);
         assert!(again.server_window_bits <= n.server_window_bits || !n.response.contains("server_max_window_bits"));

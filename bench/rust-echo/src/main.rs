@@ -4,8 +4,7 @@
 //!
 //! Usage: rust-echo [--port P] [--threads N] [--compress]  → prints `READY <port>`.
 
-use native_ws::deflate::DeflateConfig;
-use native_ws::{Behavior, Conn, Handler, OpenInfo, Server};
+use native_ws::{Behavior, Conn, DeflateConfig, Handler, OpenInfo, Server};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};

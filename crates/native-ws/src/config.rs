@@ -1,6 +1,6 @@
 //! Per-route settings (uWS "behavior") and fixed limits.
 
-use crate::deflate::DeflateConfig;
+use crate::extensions::DeflateConfig;
 use std::time::Duration;
 
 /// Settings of one route, validated by the caller (the JS layer throws on bad config).

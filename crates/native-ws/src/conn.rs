@@ -9,7 +9,7 @@
 
 use crate::codec;
 use crate::config::{Behavior, CORK_LIMIT};
-use crate::deflate::Negotiated;
+use crate::extensions::Negotiated;
 use crate::stats::Stats;
 use std::io::{self, Write};
 use std::mem::ManuallyDrop;

@@ -1,11 +1,15 @@
-//! permessage-deflate (RFC 7692) for the server side.
+//! permessage-deflate (RFC 7692) compression streams, server side. The negotiation (offers,
+//! parameters, [`DeflateConfig`]) is in [`crate::extensions`].
 //!
-//! * [`negotiate`] picks the first acceptable `permessage-deflate` offer of a
-//!   `Sec-WebSocket-Extensions` request header and builds the response value.
 //! * [`Deflater`] compresses one whole message at a time (sync flush, trailing
 //!   `00 00 ff ff` removed).
 //! * [`Inflater`] decompresses one message at a time, fragment by fragment,
 //!   with a hard cap on the inflated size (zip-bomb safe).
+//! * Per-I/O-thread pools, so that an idle connection holds no stream:
+//!   `with_shared_deflater` runs a message through the thread's compressor for
+//!   server_no_context_takeover connections, and `take_pooled_inflater` /
+//!   `give_back_inflater` lend client_no_context_takeover connections a spare
+//!   inflater for one message.
 //!
 //! Pure code: no I/O, no async.
 //!
@@ -36,6 +40,15 @@
 //! stored block that the sender removed), otherwise the message is corrupt.
 
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
+use std::cell::RefCell;
+
+/// Kept here too for code that imports it from this module; it lives in [`crate::extensions`].
+pub use crate::extensions::DeflateConfig;
+
+/// Window bits flate2 (like zlib) accepts; a negotiated 8 is served by [`MIN_WINDOW_BITS`]
+/// (see the module docs).
+pub(crate) const MIN_WINDOW_BITS: u8 = 9;
+pub(crate) const MAX_WINDOW_BITS: u8 = 15;
 
 /// The tail of a sync flush (empty stored block), removed by the sender and
 /// appended again by the receiver.
@@ -47,298 +60,6 @@ const INFLATE_CHUNK: usize = 8 * 1024;
 
 /// Smallest capacity step when growing the inflater's output vector.
 const INFLATE_MIN_GROW: usize = 4 * 1024;
-
-// ---------------------------------------------------------------------------
-// Configuration and negotiation
-// ---------------------------------------------------------------------------
-
-/// Server settings, in faye permessage-deflate terms (+ Meteor's threshold).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DeflateConfig {
-    /// Messages shorter than this many bytes are sent uncompressed (checked by
-    /// the caller, not by this module).
-    pub threshold: usize,
-    /// Compression level 0..=9 (values above 9 are treated as 9).
-    pub level: u32,
-    /// zlib memLevel 1..=9. Accepted for configuration compatibility but NOT
-    /// honoured: flate2 fixes memLevel at 8.
-    pub mem_level: u8,
-    /// zlib strategy 0..=4. Accepted for configuration compatibility but NOT
-    /// honoured: flate2 has no strategy control (always the default strategy).
-    pub strategy: u8,
-    /// Always send `server_no_context_takeover` (reset our deflater after every
-    /// message), even when the client did not ask for it.
-    pub no_context_takeover: bool,
-    /// Server (deflater) window bits, 8..=15 (values outside are clamped).
-    /// 8 is announced as 8 but deflated with a 9-bit window (see module docs).
-    pub max_window_bits: u8,
-    /// Ask the client for `client_no_context_takeover`.
-    pub request_no_context_takeover: bool,
-    /// Ask the client for `client_max_window_bits=N` (8..=15). Only sent when
-    /// the client's offer contains `client_max_window_bits`.
-    pub request_max_window_bits: Option<u8>,
-}
-
-impl Default for DeflateConfig {
-    /// Meteor's defaults: threshold 1024, level 1, mem_level 1, strategy 0,
-    /// server no_context_takeover, server window 8 bits, nothing requested from
-    /// the client.
-    fn default() -> Self {
-        DeflateConfig {
-            threshold: 1024,
-            level: 1,
-            mem_level: 1,
-            strategy: 0,
-            no_context_takeover: true,
-            max_window_bits: 8,
-            request_no_context_takeover: false,
-            request_max_window_bits: None,
-        }
-    }
-}
-
-/// Result of a successful negotiation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Negotiated {
-    /// Our deflater resets after every message.
-    pub server_no_context_takeover: bool,
-    /// The client resets its deflater after every message (our inflater may
-    /// reset too).
-    pub client_no_context_takeover: bool,
-    /// Window bits our deflater uses (9..=15, never 8).
-    pub server_window_bits: u8,
-    /// Window bits our inflater needs (9..=15): 15 unless we told the client a
-    /// smaller `client_max_window_bits` (an answered 8 gives 9).
-    pub client_window_bits: u8,
-    /// Exact `Sec-WebSocket-Extensions` response value, e.g.
-    /// `"permessage-deflate; server_no_context_takeover; server_max_window_bits=9"`.
-    pub response: String,
-}
-
-/// One parsed, syntactically and semantically valid permessage-deflate offer.
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-struct Offer {
-    server_no_context_takeover: bool,
-    client_no_context_takeover: bool,
-    /// `server_max_window_bits=N` (a value is mandatory).
-    server_max_window_bits: Option<u8>,
-    /// `client_max_window_bits` present: `Some(None)` bare, `Some(Some(n))` with a value.
-    client_max_window_bits: Option<Option<u8>>,
-}
-
-/// Pick the first acceptable `permessage-deflate` offer in `offers` (the
-/// request's `Sec-WebSocket-Extensions` values joined with commas).
-///
-/// An offer is unacceptable (and the next one is tried) when it has an
-/// unknown parameter, a duplicate parameter, a value on
-/// `server_no_context_takeover` / `client_no_context_takeover`, a missing
-/// value on `server_max_window_bits`, a window value that is not a decimal
-/// 8..=15 without leading zeros (token or quoted string), or broken syntax.
-/// Other extensions are skipped. Names are compared ASCII case-insensitively.
-///
-/// Response rules, in this order after `permessage-deflate`:
-/// * `server_no_context_takeover` if the client asked for it or
-///   `cfg.no_context_takeover`;
-/// * `client_no_context_takeover` if the client asked for it or
-///   `cfg.request_no_context_takeover`;
-/// * `server_max_window_bits=N` only if the client offered
-///   `server_max_window_bits`, with N = min(offered, cfg.max_window_bits).
-///   N = 8 is answered as 8 and deflated with 9 bits. When the client did not
-///   offer it, nothing is answered and the deflater silently uses
-///   max(cfg.max_window_bits, 9) bits (a sender may always use a smaller
-///   window).
-/// * `client_max_window_bits=M` only if the client offered
-///   `client_max_window_bits` AND `cfg.request_max_window_bits` is `Some(r)`:
-///   M = min(r, offered value or 15). A bare `client_max_window_bits` is never
-///   sent (invalid in a response).
-///
-/// Inflater window: max(M, 9) when `client_max_window_bits=M` was answered,
-/// else 15.
-///
-/// Returns `None` when no offer is acceptable (then no extension header is
-/// sent). Never panics.
-pub fn negotiate(offers: &str, cfg: &DeflateConfig) -> Option<Negotiated> {
-    let offer = split_outside_quotes(offers, b',')
-        .into_iter()
-        .filter_map(parse_element)
-        .find_map(|(name, params)| {
-            if name.eq_ignore_ascii_case("permessage-deflate") {
-                parse_offer(&params)
-            } else {
-                None
-            }
-        })?;
-    Some(build_response(&offer, cfg))
-}
-
-fn build_response(offer: &Offer, cfg: &DeflateConfig) -> Negotiated {
-    let server_no_context_takeover = offer.server_no_context_takeover || cfg.no_context_takeover;
-    let client_no_context_takeover =
-        offer.client_no_context_takeover || cfg.request_no_context_takeover;
-
-    let mut response = String::from("permessage-deflate");
-    if server_no_context_takeover {
-        response.push_str("; server_no_context_takeover");
-    }
-    if client_no_context_takeover {
-        response.push_str("; client_no_context_takeover");
-    }
-
-    let our_server_bits = cfg.max_window_bits.clamp(8, 15);
-    let server_window_bits = match offer.server_max_window_bits {
-        Some(offered) => {
-            let answered = offered.min(our_server_bits);
-            response.push_str("; server_max_window_bits=");
-            response.push_str(&answered.to_string());
-            answered.max(9)
-        }
-        None => our_server_bits.max(9),
-    };
-
-    let client_window_bits = match (offer.client_max_window_bits, cfg.request_max_window_bits) {
-        (Some(offered), Some(requested)) => {
-            let answered = requested.clamp(8, 15).min(offered.unwrap_or(15));
-            response.push_str("; client_max_window_bits=");
-            response.push_str(&answered.to_string());
-            answered.max(9)
-        }
-        _ => 15,
-    };
-
-    Negotiated {
-        server_no_context_takeover,
-        client_no_context_takeover,
-        server_window_bits,
-        client_window_bits,
-        response,
-    }
-}
-
-/// Validate the parameters of one permessage-deflate offer.
-fn parse_offer(params: &[Param<'_>]) -> Option<Offer> {
-    let mut offer = Offer::default();
-    for (name, value) in params {
-        if name.eq_ignore_ascii_case("server_no_context_takeover") {
-            if value.is_some() || offer.server_no_context_takeover {
-                return None;
-            }
-            offer.server_no_context_takeover = true;
-        } else if name.eq_ignore_ascii_case("client_no_context_takeover") {
-            if value.is_some() || offer.client_no_context_takeover {
-                return None;
-            }
-            offer.client_no_context_takeover = true;
-        } else if name.eq_ignore_ascii_case("server_max_window_bits") {
-            if offer.server_max_window_bits.is_some() {
-                return None;
-            }
-            offer.server_max_window_bits = Some(parse_window_bits(value.as_deref()?)?);
-        } else if name.eq_ignore_ascii_case("client_max_window_bits") {
-            if offer.client_max_window_bits.is_some() {
-                return None;
-            }
-            offer.client_max_window_bits = Some(match value {
-                None => None,
-                Some(v) => Some(parse_window_bits(v)?),
-            });
-        } else {
-            return None;
-        }
-    }
-    Some(offer)
-}
-
-/// A decimal 8..=15 without leading zeros.
-fn parse_window_bits(v: &str) -> Option<u8> {
-    if v.is_empty() || v.len() > 2 || v.starts_with('0') || !v.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    let n: u8 = v.parse().ok()?;
-    (8..=15).contains(&n).then_some(n)
-}
-
-/// RFC 7230 `tchar`.
-fn is_tchar(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
-}
-
-fn is_token(s: &str) -> bool {
-    !s.is_empty() && s.bytes().all(is_tchar)
-}
-
-/// Split `s` at every `sep` byte that is not inside a quoted string
-/// (backslash escapes honoured inside quotes). An unterminated quote simply
-/// runs to the end of `s`; the piece holding it fails validation later.
-fn split_outside_quotes(s: &str, sep: u8) -> Vec<&str> {
-    let bytes = s.as_bytes();
-    let mut pieces = Vec::new();
-    let mut start = 0;
-    let mut in_quotes = false;
-    let mut escaped = false;
-    for (i, &b) in bytes.iter().enumerate() {
-        if in_quotes {
-            if escaped {
-                escaped = false;
-            } else if b == b'\\' {
-                escaped = true;
-            } else if b == b'"' {
-                in_quotes = false;
-            }
-        } else if b == b'"' {
-            in_quotes = true;
-        } else if b == sep {
-            // `sep` is ASCII, so `start..i` are char boundaries.
-            pieces.push(&s[start..i]);
-            start = i + 1;
-        }
-    }
-    pieces.push(&s[start..]);
-    pieces
-}
-
-/// An extension parameter: name and (unquoted) value.
-type Param<'a> = (&'a str, Option<String>);
-
-/// Parse one extension element `name *( ";" param [ "=" value ] )`.
-/// Returns `None` for empty elements and for elements with broken syntax.
-fn parse_element(element: &str) -> Option<(&str, Vec<Param<'_>>)> {
-    let parts = split_outside_quotes(element, b';');
-    let name = parts[0].trim_ascii();
-    if !is_token(name) {
-        return None;
-    }
-    let mut params = Vec::with_capacity(parts.len() - 1);
-    for part in &parts[1..] {
-        let part = part.trim_ascii();
-        let (pname, value) = match part.split_once('=') {
-            Some((n, v)) => (n.trim_ascii(), Some(parse_value(v.trim_ascii())?)),
-            None => (part, None),
-        };
-        if !is_token(pname) {
-            return None;
-        }
-        params.push((pname, value));
-    }
-    Some((name, params))
-}
-
-/// A parameter value: a token or a quoted string (returned unquoted).
-fn parse_value(v: &str) -> Option<String> {
-    let Some(rest) = v.strip_prefix('"') else {
-        return is_token(v).then(|| v.to_string());
-    };
-    let mut value = String::new();
-    let mut chars = rest.chars();
-    while let Some(c) = chars.next() {
-        match c {
-            '\\' => value.push(chars.next()?),
-            // The closing quote must end the value.
-            '"' => return chars.as_str().is_empty().then_some(value),
-            _ => value.push(c),
-        }
-    }
-    None // unterminated
-}
 
 // ---------------------------------------------------------------------------
 // Compression
@@ -360,7 +81,7 @@ impl Deflater {
         let inner = Compress::new_with_window_bits(
             Compression::new(level.min(9)),
             false,
-            window_bits.clamp(9, 15),
+            window_bits.clamp(MIN_WINDOW_BITS, MAX_WINDOW_BITS),
         );
         Deflater {
             inner,
@@ -483,7 +204,10 @@ impl Inflater {
     /// With `no_context_takeover` the stream is reset after every message.
     pub fn new(window_bits: u8, no_context_takeover: bool) -> Self {
         Inflater {
-            inner: Decompress::new_with_window_bits(false, window_bits.clamp(9, 15)),
+            inner: Decompress::new_with_window_bits(
+                false,
+                window_bits.clamp(MIN_WINDOW_BITS, MAX_WINDOW_BITS),
+            ),
             no_context_takeover,
             stream_ended: false,
         }
@@ -596,6 +320,67 @@ fn append_capped(out: &mut Vec<u8>, data: &[u8], max_len: usize) {
         out.reserve_exact(target - out.len());
     }
     out.extend_from_slice(data);
+}
+
+// ---------------------------------------------------------------------------
+// Per-I/O-thread pools
+// ---------------------------------------------------------------------------
+
+thread_local! {
+    /// With server_no_context_takeover one compressor per thread (and level and window) serves
+    /// every socket.
+    static SHARED_DEFLATERS: RefCell<Vec<((u32, u8), Deflater)>> = const { RefCell::new(Vec::new()) };
+    /// Inflaters of connections whose client resets its context per message
+    /// (client_no_context_takeover): after each message the inflater goes back here, so an idle
+    /// connection holds none and no message allocates one.
+    static SPARE_INFLATERS: RefCell<Vec<(u8, Box<Inflater>)>> = const { RefCell::new(Vec::new()) };
+}
+
+const MAX_SPARE_INFLATERS: usize = 8;
+
+/// Run `f` with this thread's no-context-takeover deflater for `level` and `window_bits`
+/// (created on first use; it resets after every message, so every socket may use it).
+pub(crate) fn with_shared_deflater<R>(
+    level: u32,
+    window_bits: u8,
+    f: impl FnOnce(&mut Deflater) -> R,
+) -> R {
+    SHARED_DEFLATERS.with(|cell| {
+        let mut list = cell.borrow_mut();
+        let i = match list.iter().position(|(k, _)| *k == (level, window_bits)) {
+            Some(i) => i,
+            None => {
+                list.push((
+                    (level, window_bits),
+                    Deflater::new(level, window_bits, true),
+                ));
+                list.len() - 1
+            }
+        };
+        f(&mut list[i].1)
+    })
+}
+
+/// A no-context-takeover inflater for `window_bits`: one of this thread's spares, else a new one.
+/// Hand it back with [`give_back_inflater`] once its message is finished.
+pub(crate) fn take_pooled_inflater(window_bits: u8) -> Box<Inflater> {
+    let spare = SPARE_INFLATERS.with(|s| {
+        let mut s = s.borrow_mut();
+        let i = s.iter().position(|(b, _)| *b == window_bits)?;
+        Some(s.swap_remove(i).1)
+    });
+    spare.unwrap_or_else(|| Box::new(Inflater::new(window_bits, true)))
+}
+
+/// Return an inflater from [`take_pooled_inflater`] after [`Inflater::finish`] (which reset it,
+/// so nothing of its connection is left in it). Dropped when the thread has enough spares.
+pub(crate) fn give_back_inflater(window_bits: u8, inflater: Box<Inflater>) {
+    SPARE_INFLATERS.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < MAX_SPARE_INFLATERS {
+            s.push((window_bits, inflater));
+        }
+    });
 }
 
 #[cfg(test)]

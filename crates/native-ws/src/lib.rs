@@ -4,7 +4,8 @@
 //! - [`handshake`]: HTTP/1.1 upgrade parsing (httparse) and validation, 101/error responses.
 //! - [`codec`]: our own RFC 6455 frame codec (fastwebsockets 0.10 rejects RSV1, which
 //!   permessage-deflate needs, so the server's frame reader and writer are ours).
-//! - [`deflate`]: permessage-deflate (RFC 7692) negotiation, compressor and bounded inflater.
+//! - [`extensions`]: permessage-deflate (RFC 7692) negotiation (offers, [`DeflateConfig`]).
+//! - [`deflate`]: permessage-deflate streams: compressor, bounded inflater, per-thread pools.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
 //! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
@@ -17,6 +18,7 @@ pub mod codec;
 pub mod config;
 pub mod conn;
 pub mod deflate;
+pub mod extensions;
 pub mod handler;
 pub mod handshake;
 pub mod message;
@@ -28,6 +30,7 @@ mod testutil;
 
 pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
+pub use extensions::DeflateConfig;
 pub use handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 pub use server::{release_id, Server};
 pub use stats::Stats;

@@ -3,34 +3,8 @@
 //! (incremental, so a bad sequence fails as soon as it arrives).
 
 use crate::codec::{self, ProtocolError, Role, Utf8Validator};
-use crate::deflate::{InflateError, Inflater, Negotiated};
-use std::cell::RefCell;
-
-thread_local! {
-    /// Inflaters of connections whose client resets its context per message
-    /// (client_no_context_takeover): after each message the inflater goes back here, so an idle
-    /// connection holds none and no message allocates one.
-    static SPARE_INFLATERS: RefCell<Vec<(u8, Box<Inflater>)>> = const { RefCell::new(Vec::new()) };
-}
-
-const MAX_SPARE_INFLATERS: usize = 8;
-
-fn spare_inflater(bits: u8) -> Option<Box<Inflater>> {
-    SPARE_INFLATERS.with(|s| {
-        let mut s = s.borrow_mut();
-        let i = s.iter().position(|(b, _)| *b == bits)?;
-        Some(s.swap_remove(i).1)
-    })
-}
-
-fn return_inflater(bits: u8, inflater: Box<Inflater>) {
-    SPARE_INFLATERS.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < MAX_SPARE_INFLATERS {
-            s.push((bits, inflater));
-        }
-    });
-}
+use crate::deflate::{self, InflateError, Inflater};
+use crate::extensions::Negotiated;
 
 /// One complete message or control frame, borrowed from the read buffer or the message buffer.
 #[derive(Debug, PartialEq, Eq)]
@@ -193,7 +167,7 @@ impl Reader {
             if !payload.is_empty() {
                 self.fed = true;
                 let inflater = self.inflater.get_or_insert_with(|| {
-                    no_context.then(|| spare_inflater(bits)).flatten().unwrap_or_else(|| Box::new(Inflater::new(bits, no_context)))
+                    if no_context { deflate::take_pooled_inflater(bits) } else { Box::new(Inflater::new(bits, false)) }
                 });
                 inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
             }
@@ -202,7 +176,7 @@ impl Reader {
                 inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;
                 if no_context {
                     // finish() reset it: nothing of this connection is left in it.
-                    return_inflater(bits, self.inflater.take().expect("just used"));
+                    deflate::give_back_inflater(bits, self.inflater.take().expect("just used"));
                 }
             }
         } else {

@@ -4,7 +4,7 @@
 
 use crate::config::{Behavior, HANDSHAKE_TIMEOUT};
 use crate::conn::Conn;
-use crate::deflate;
+use crate::extensions;
 use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
 use crate::stats::Stats;
@@ -347,7 +347,7 @@ async fn handshake(
     let Some((route, behavior)) = route else {
         return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
     };
-    let negotiated = behavior.compression.as_ref().and_then(|c| deflate::negotiate(&upgrade.extensions, c));
+    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(&upgrade.extensions, c));
     let mut protocol = None;
     let mut token = 0;
     if behavior.upgrade_hook {

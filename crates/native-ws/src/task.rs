@@ -5,7 +5,7 @@
 use crate::codec;
 use crate::config::{CLOSE_WAIT, READ_CHUNK};
 use crate::conn::{Conn, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
-use crate::deflate::Deflater;
+use crate::deflate::{self, Deflater};
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
 use crate::stats::Stats;
@@ -23,8 +23,6 @@ use tokio::time::Instant;
 thread_local! {
     /// Receive buffer shared by every socket of this I/O thread (nothing per idle socket).
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
-    /// With server_no_context_takeover one compressor per thread serves every socket.
-    static SHARED_DEFLATERS: RefCell<Vec<((u32, u8), Deflater)>> = const { RefCell::new(Vec::new()) };
 }
 
 type Outcome = (u16, String);
@@ -475,17 +473,7 @@ impl Task {
             let payload = &t.job_data[job.start..job.start + job.len];
             self.zbuf.clear();
             if negotiated.server_no_context_takeover {
-                SHARED_DEFLATERS.with(|cell| {
-                    let mut list = cell.borrow_mut();
-                    let i = match list.iter().position(|(k, _)| *k == (level, bits)) {
-                        Some(i) => i,
-                        None => {
-                            list.push(((level, bits), Deflater::new(level, bits, true)));
-                            list.len() - 1
-                        }
-                    };
-                    list[i].1.compress(payload, &mut self.zbuf);
-                });
+                deflate::with_shared_deflater(level, bits, |d| d.compress(payload, &mut self.zbuf));
             } else {
                 self.deflater
                     .get_or_insert_with(|| Box::new(Deflater::new(level, bits, false)))

@@ -66,7 +66,8 @@ fn inflate_error_kind_does_not_depend_on_fragment_boundaries() {
 #[test]
 fn pooled_inflater_does_not_drop_the_context_of_a_context_takeover_connection() {
     use native_ws::codec::{self, OP_TEXT};
-    use native_ws::deflate::{negotiate, DeflateConfig, Deflater};
+    use native_ws::deflate::Deflater;
+    use native_ws::extensions::{negotiate, DeflateConfig};
     use native_ws::message::{Msg, Reader};
 
     fn compressed_frame(client: &mut Deflater, text: &[u8]) -> Vec<u8> {

@@ -133,7 +133,7 @@ async fn bad_handshakes_get_http_errors() {
 #[tokio::test]
 async fn compression_is_negotiated_and_compressed_frames_echo() {
     let behavior = Behavior {
-        compression: Some(native_ws::deflate::DeflateConfig { threshold: 0, ..Default::default() }),
+        compression: Some(native_ws::DeflateConfig { threshold: 0, ..Default::default() }),
         ..Behavior::default()
     };
     let (_server, _echo, port) = start(behavior);

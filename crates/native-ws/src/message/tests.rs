@@ -1,5 +1,6 @@
 use super::*;
-use crate::deflate::{Deflater, DeflateConfig, negotiate};
+use crate::deflate::Deflater;
+use crate::extensions::{negotiate, DeflateConfig};
 
 const KEY: [u8; 4] = [1, 2, 3, 4];
 
