@@ -16,7 +16,7 @@ const {
 const { runNode, procStats } = require('./helpers/proc');
 
 const MiB = 1024 * 1024;
-const FIXTURE = path.join(__dirname, 'fixtures', 'adversarial-server.js');
+const FIXTURE = path.join(__dirname, 'helpers', 'adversarial-server.js');
 
 // ---- helpers --------------------------------------------------------------------------------
 

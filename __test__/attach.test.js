@@ -16,10 +16,10 @@ const WebSocket = require('ws');
 const { scope, waitFor, sleep, deadline, PKG_PATH, pool } = require('./helpers/common');
 const { connectSocket, upgradeRequestText } = require('./helpers/raw');
 const { runNode, procStats } = require('./helpers/proc');
-const { listeningSockets } = require('./fixtures/netinfo');
+const { listeningSockets } = require('./helpers/netinfo');
 
 const MiB = 1024 * 1024;
-const FIXTURE = path.join(__dirname, 'fixtures', 'attach-server.js');
+const FIXTURE = path.join(__dirname, 'helpers', 'attach-server.js');
 const { App } = require(PKG_PATH);
 
 // ---- helpers --------------------------------------------------------------------------------

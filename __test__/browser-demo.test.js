@@ -8,7 +8,7 @@ const assert = require('node:assert/strict');
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { withTimeout } = require('./meteor-helpers/util');
+const { withTimeout } = require('./helpers/meteor-util');
 
 const CHROMIUM = '/usr/bin/chromium';
 const savedCompression = process.env.SERVER_WEBSOCKET_COMPRESSION;

@@ -17,7 +17,7 @@ const { runNode, procStats, CHILD_PRELUDE } = require('./helpers/proc');
 const {
   MIB, deflateMessage, inflateMessage, readMessage, messageData, assertValidResponse,
   compressibleText, peakRss,
-} = require('./deflate-helpers/pmd');
+} = require('./helpers/pmd');
 
 const { OP } = raw;
 const KIB = 1024;

@@ -6,7 +6,7 @@ const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { withTimeout, httpGet, wsOpen, wsClose, ddpConnect, ddpCall } = require('./meteor-helpers/util');
+const { withTimeout, httpGet, wsOpen, wsClose, ddpConnect, ddpCall } = require('./helpers/meteor-util');
 
 const SERVER = path.join(__dirname, '..', 'demo', 'server.js');
 

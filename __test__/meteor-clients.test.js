@@ -7,7 +7,7 @@ const assert = require('node:assert/strict');
 const SimpleDDP = require('simpleddp');
 const IsomorphicWs = require('isomorphic-ws');
 const DDPClient = require('ddp');
-const { withTimeout } = require('./meteor-helpers/util');
+const { withTimeout } = require('./helpers/meteor-util');
 
 const T = { timeout: 30000 };
 

@@ -9,12 +9,12 @@ const { WebSocketServer } = require('ws');
 
 const meteor = require('../meteor');
 const { createNativeTransport, compressionFromEnv, validateSettings, HEADER_WHITELIST, DEFAULT_COMPRESSION } = meteor;
-const { DdpServer } = require('../lib/ddp-session');
+const { DdpServer } = require('../demo/ddp-session');
 const {
   delay, withTimeout, waitFor, httpGet, rawExchange, rawUpgrade, maskedFrame, wsOpen, wsClose,
   ddpConnect, ddpCall, closeServer,
-} = require('./meteor-helpers/util');
-const { makeServer, closeAllServers } = require('./meteor-helpers/server');
+} = require('./helpers/meteor-util');
+const { makeServer, closeAllServers } = require('./helpers/meteor-server');
 
 const T = { timeout: 20000 };
 const savedCompression = process.env.SERVER_WEBSOCKET_COMPRESSION;

@@ -1,12 +1,12 @@
 'use strict';
-// lib/ddp-session.js on a fake Meteor-contract socket (no network): the DDP server the demo,
+// demo/ddp-session.js on a fake Meteor-contract socket (no network): the DDP server the demo,
 // the tests and the benchmark share.
 
 const { test, describe } = require('node:test');
 const assert = require('node:assert/strict');
 const EventEmitter = require('node:events');
-const { DdpServer, randomId } = require('../lib/ddp-session');
-const { waitFor } = require('./meteor-helpers/util');
+const { DdpServer, randomId } = require('../demo/ddp-session');
+const { waitFor } = require('./helpers/meteor-util');
 
 const T = { timeout: 10000 };
 

@@ -6,13 +6,13 @@ const { test, describe, after } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { DdpServer } = require('../lib/ddp-session');
-const { makeServer, closeAllServers } = require('./meteor-helpers/server');
+const { DdpServer } = require('../demo/ddp-session');
+const { makeServer, closeAllServers } = require('./helpers/meteor-server');
 
 after(() => closeAllServers());
 const {
   delay, withTimeout, wsOpen, wsClose, ddpConnect, ddpCall, listeningPorts,
-} = require('./meteor-helpers/util');
+} = require('./helpers/meteor-util');
 
 async function ddpApp() {
   const ddp = new DdpServer();
@@ -83,7 +83,7 @@ describe('two apps in one process', () => {
 
 describe('node:cluster', () => {
   test('2 workers share one port; both serve; every client gets its echo', { timeout: 90000 }, async () => {
-    const helper = path.join(__dirname, 'meteor-helpers', 'cluster-server.js');
+    const helper = path.join(__dirname, 'helpers', 'cluster-server.js');
     const child = spawn(process.execPath, [helper], {
       env: { ...process.env, CLUSTER_WORKERS: '2' },
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -137,7 +137,7 @@ describe('node:cluster', () => {
 
 describe('drainOnSigterm', () => {
   test('SIGTERM closes sockets (1001) in batches over METEOR_SIGTERM_GRACE_PERIOD_SECONDS, then exits', { timeout: 60000 }, async () => {
-    const helper = path.join(__dirname, 'meteor-helpers', 'drain-server.js');
+    const helper = path.join(__dirname, 'helpers', 'drain-server.js');
     const child = spawn(process.execPath, [helper], {
       env: { ...process.env, METEOR_SIGTERM_GRACE_PERIOD_SECONDS: '1' },
       stdio: ['ignore', 'pipe', 'pipe'],

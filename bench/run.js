@@ -8,8 +8,8 @@
 // run on a fresh server process. The runner samples the server's CPU (utime+stime of the whole
 // process, /proc/<pid>/stat), the load generator's, its own and the machine's (/proc/stat) at the
 // load generator's `MARK start`/`MARK end` lines, and redoes a run whose "other processes" CPU was
-// above OTHER_CPU_LIMIT cores (at most MAX_REDOS times). Results: <out>/<date>.{json,md,svg} and
-// <out>/latest.{json,md,svg}.
+// above OTHER_CPU_LIMIT cores (at most MAX_REDOS times). Results: <out>/latest.{json,md,svg} (one
+// copy; the run's date is inside, and git keeps the history).
 
 const { spawn, execFile } = require('node:child_process');
 const fs = require('node:fs');
@@ -443,14 +443,13 @@ async function main() {
   const svg = renderSvg(report, W);
   fs.mkdirSync(opts.out, { recursive: true });
   const json = JSON.stringify(report, null, 2) + '\n';
-  for (const name of [date, 'latest']) {
-    fs.writeFileSync(path.join(opts.out, `${name}.json`), json);
-    fs.writeFileSync(path.join(opts.out, `${name}.md`), renderMarkdown(report, W, `${name}.svg`));
-    fs.writeFileSync(path.join(opts.out, `${name}.svg`), svg);
-  }
+  const base = path.join(opts.out, 'latest');
+  fs.writeFileSync(`${base}.json`, json);
+  fs.writeFileSync(`${base}.md`, renderMarkdown(report, W, 'latest.svg'));
+  fs.writeFileSync(`${base}.svg`, svg);
   const md = renderMarkdown(report, W, null);
   process.stdout.write(md);
-  process.stderr.write(`bench: wrote ${path.join(opts.out, date)}.{json,md,svg} and latest.*\n`);
+  process.stderr.write(`bench: wrote ${base}.{json,md,svg}\n`);
   const failed = Object.values(medians).some((row) => Object.values(row).some((c) => c.status === 'failed'));
   process.exitCode = failed ? 1 : 0;
 }

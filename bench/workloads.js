@@ -14,7 +14,7 @@ function nativeAddonMissing(root) {
 }
 
 function ddpMissing(root) {
-  return fs.existsSync(path.join(root, 'lib', 'ddp-session.js')) ? null : 'lib/ddp-session.js missing';
+  return fs.existsSync(path.join(root, 'demo', 'ddp-session.js')) ? null : 'demo/ddp-session.js missing';
 }
 
 function uwsMissing(root) {
@@ -32,9 +32,9 @@ const TRANSPORTS = [
     command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'uws-proxied', description: "Meteor 3.5's uws design: uWS on an internal loopback port, Node's http.Server piping /websocket upgrades to it",
     command: nodeServer('uws-proxied.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
-  { name: 'native-attach', description: "ddp-transport-native through its Meteor adapter (meteor.js), attached to a Node http.Server (same port)",
+  { name: 'native-attach', description: "ddp-transport-native through its Meteor adapter (meteor/index.js), attached to a Node http.Server (same port)",
     command: nodeServer('native-attach.js'),
-    unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r) || (fs.existsSync(path.join(r, 'meteor.js')) ? null : 'meteor.js missing'),
+    unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r) || (fs.existsSync(path.join(r, 'meteor', 'index.js')) ? null : 'meteor/index.js missing'),
     compression: true },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },

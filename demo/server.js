@@ -9,7 +9,7 @@ const http = require('node:http');
 const fs = require('node:fs');
 const path = require('node:path');
 const { createNativeTransport } = require('../meteor');
-const { DdpServer } = require('../lib/ddp-session');
+const { DdpServer } = require('./ddp-session');
 
 const STATIC = {
   '/': { file: 'index.html', type: 'text/html; charset=utf-8' },

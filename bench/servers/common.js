@@ -56,7 +56,7 @@ function exitRules(onExit) {
 }
 
 function loadDdp() {
-  const { DdpServer } = require(path.join(ROOT, 'lib', 'ddp-session'));
+  const { DdpServer } = require(path.join(ROOT, 'demo', 'ddp-session'));
   return new DdpServer();
 }
 

@@ -1,5 +1,5 @@
 'use strict';
-// ddp-transport-native through its Meteor adapter (meteor.js), attached to a Node http.Server on the
+// ddp-transport-native through its Meteor adapter (meteor/index.js), attached to a Node http.Server on the
 // app's own port — exactly what a Meteor 3.5 app with transport `native` runs. Compression follows
 // Meteor: SERVER_WEBSOCKET_COMPRESSION unset + permessage-deflate2 extensions when BENCH_COMPRESS=1,
 // otherwise `false` and no extensions.

@@ -1,7 +1,7 @@
 'use strict';
 // A small DDP server session, shared by the demo, the tests and the benchmark.
 //
-//   const { DdpServer } = require('./lib/ddp-session');
+//   const { DdpServer } = require('./ddp-session');
 //   const ddp = new DdpServer({ methods: { name(...params) { return value; /* or a Promise */ } } });
 //   ddp.handle(socket);
 //

@@ -9,7 +9,7 @@
 
 const EventEmitter = require('node:events');
 const crypto = require('node:crypto');
-const core = require('./index.js');
+const core = require('../index.js');
 
 const NAME = 'native';
 const KIB = 1024;

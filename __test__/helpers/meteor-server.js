@@ -3,7 +3,7 @@
 
 const http = require('node:http');
 const { createNativeTransport } = require('../../meteor');
-const { listen, closeServer, withTimeout } = require('./util');
+const { listen, closeServer, withTimeout } = require('./meteor-util');
 
 const live = new Set();
 

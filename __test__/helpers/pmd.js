@@ -5,7 +5,7 @@
 
 const assert = require('node:assert/strict');
 const zlib = require('node:zlib');
-const raw = require('../helpers/raw');
+const raw = require('./raw');
 
 const TAIL = Buffer.from([0x00, 0x00, 0xff, 0xff]);
 const MIB = 1024 * 1024;

@@ -4,7 +4,7 @@
 
 const http = require('node:http');
 const { createNativeTransport } = require('../../meteor');
-const { DdpServer } = require('../../lib/ddp-session');
+const { DdpServer } = require('../../demo/ddp-session');
 
 const server = http.createServer((req, res) => res.end('app'));
 const ddp = new DdpServer();
