@@ -10,6 +10,8 @@
 const EventEmitter = require('node:events');
 const crypto = require('node:crypto');
 const core = require('../index.js');
+const { SendStatus, COMPRESSION_DEFAULTS, BACKPRESSURE_CLOSE_CODE } = require('../lib/constants');
+const { describe: show } = require('../lib/options');
 
 const NAME = 'native';
 const KIB = 1024;
@@ -22,22 +24,13 @@ const HEADER_WHITELIST = Object.freeze([
   'user-agent', 'accept-language', 'cookie',
 ]);
 
-/** Meteor's permessage-deflate defaults (used when SERVER_WEBSOCKET_COMPRESSION is unset). */
-const DEFAULT_COMPRESSION = Object.freeze({
-  threshold: 1024, level: 1, memLevel: 1, noContextTakeover: true, maxWindowBits: 8,
-});
-
-const SEND_DROPPED = 2;
-const CLOSE_TRY_AGAIN_LATER = 1013; // the core's close code for closeOnBackpressureLimit
+/** Meteor's permessage-deflate defaults (used when SERVER_WEBSOCKET_COMPRESSION is unset): the
+ *  keys Meteor sets, with the core's values (which are Meteor's). */
+const DEFAULT_COMPRESSION = Object.freeze(Object.fromEntries(
+  ['threshold', 'level', 'memLevel', 'noContextTakeover', 'maxWindowBits'].map((k) => [k, COMPRESSION_DEFAULTS[k]])));
 
 // ---------------------------------------------------------------------------------------------
 // Validation helpers
-
-function show(value) {
-  if (typeof value === 'string') return JSON.stringify(value);
-  if (value === undefined || typeof value === 'function' || typeof value === 'symbol') return String(value);
-  try { return JSON.stringify(value); } catch (e) { return String(value); }
-}
 
 function isPlainObject(v) {
   return v !== null && typeof v === 'object' && !Array.isArray(v);
@@ -187,7 +180,7 @@ class NativeSocket extends EventEmitter {
   /** Queue one text frame. */
   send(data) {
     if (this._closed) return;
-    if (this._ws.send(data, false, true) === SEND_DROPPED) {
+    if (this._ws.send(data, false, true) === SendStatus.DROPPED) {
       // closeOnBackpressureLimit: the core closed the socket (1013) instead of dropping the frame.
       // (DROPPED also means "already closed": the close callback reports which it was.)
       this._dropped = true;
@@ -219,7 +212,7 @@ class NativeSocket extends EventEmitter {
 
   _onClose(code) {
     this._closed = true;
-    if (code === CLOSE_TRY_AGAIN_LATER || (code === 1006 && this._dropped)) this._backpressured();
+    if (code === BACKPRESSURE_CLOSE_CODE || (code === 1006 && this._dropped)) this._backpressured();
     this._ws = CLOSED_WS;
     this.emit('close');
   }
@@ -227,7 +220,7 @@ class NativeSocket extends EventEmitter {
 
 // Stands in for the core socket after close so late calls are harmless and the socket is released.
 const CLOSED_WS = {
-  send() { return SEND_DROPPED; }, end() {}, close() {}, setIdleTimeout() {},
+  send() { return SendStatus.DROPPED; }, end() {}, close() {}, setIdleTimeout() {},
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -296,10 +289,9 @@ function installSigtermDrain(app, logger) {
 
 /**
  * Meteor's `native` DDP transport.
- * @param {{ settings?: object, logger?: { warn(msg: string): void }, core?: object }} [opts]
+ * @param {{ settings?: object, logger?: { warn(msg: string): void } }} [opts]
  *   settings: the `packages['ddp-server'].native` object when not running inside Meteor (inside
- *   Meteor it is read from Meteor.settings at setup); logger: defaults to console; core: the core
- *   module (defaults to this package's index.js).
+ *   Meteor it is read from Meteor.settings at setup); logger: defaults to console.
  */
 function createNativeTransport(opts = {}) {
   return {

@@ -4,7 +4,8 @@
 //! JS strings and Buffers are built on the JS thread from it.
 //!
 //! Batch layout handed to JS: the dispatch function's ARGUMENTS are `tag, value, tag, value, ...`
-//! where `tag = id * 8 + kind` (see the `KIND_*` constants, mirrored in index.js). Passing them as
+//! where `tag = id * EventKind::COUNT + kind` (see [`EventKind`], which JS reads through
+//! constants.rs). Open, close and upgrade values are objects with named fields. Passing them as
 //! arguments of one `napi_call_function` costs one copy onto V8's stack, where building an array
 //! costs one `napi_set_element` API call per value (~3% of the JS thread at 50×4). At most
 //! [`MAX_ARGS`] per call; a bigger batch is several calls in the same wakeup.
@@ -17,7 +18,7 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use native_ws::{Conn, Handler, OpenInfo, UpgradeInfo};
 use std::cell::RefCell;
-use std::ffi::c_void;
+use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::{Arc, Mutex};
 
@@ -40,12 +41,21 @@ thread_local! {
     static STAGE: RefCell<Staged> = RefCell::new(Staged::default());
 }
 
-pub const KIND_OPEN: u32 = 0;
-pub const KIND_TEXT: u32 = 1;
-pub const KIND_BINARY: u32 = 2;
-pub const KIND_DRAIN: u32 = 3;
-pub const KIND_CLOSE: u32 = 4;
-pub const KIND_UPGRADE: u32 = 5;
+/// The kind of an event in a batch.
+#[derive(Clone, Copy)]
+pub enum EventKind {
+    Open = 0,
+    Text = 1,
+    Binary = 2,
+    Drain = 3,
+    Close = 4,
+    Upgrade = 5,
+}
+
+impl EventKind {
+    /// Kinds per id in a tag (a power of two above the largest kind).
+    pub const COUNT: u32 = 8;
+}
 
 enum Event {
     Open(Arc<Conn>, Box<OpenInfo>),
@@ -325,6 +335,16 @@ unsafe fn js_array(env: sys::napi_env, items: &[sys::napi_value]) -> Result<sys:
     Ok(arr)
 }
 
+/// An object with these named properties (open, close and upgrade events: not per message).
+unsafe fn js_object(env: sys::napi_env, props: &[(&CStr, sys::napi_value)]) -> Result<sys::napi_value> {
+    let mut obj = ptr::null_mut();
+    check(sys::napi_create_object(env, &mut obj))?;
+    for (name, value) in props {
+        check(sys::napi_set_named_property(env, obj, name.as_ptr(), *value))?;
+    }
+    Ok(obj)
+}
+
 /// Headers as ONE string `name\0value\0name\0value` (one JS string per socket, parsed on demand).
 unsafe fn js_headers(env: sys::napi_env, headers: &[(String, String)]) -> Result<sys::napi_value> {
     let mut flat = String::with_capacity(headers.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
@@ -351,8 +371,8 @@ unsafe fn js_addr(env: sys::napi_env, addr: &std::net::SocketAddr) -> Result<[sy
     ])
 }
 
-fn tag(id: u32, kind: u32) -> f64 {
-    id as f64 * 8.0 + kind as f64
+fn tag(id: u32, kind: EventKind) -> f64 {
+    id as f64 * EventKind::COUNT as f64 + kind as u32 as f64
 }
 
 /// One event as its (tag, value) pair of JS values.
@@ -379,35 +399,35 @@ unsafe fn event_values(
                     &mut buf,
                     &mut out,
                 ))?;
-                (tag(id, KIND_BINARY), out)
+                (tag(id, EventKind::Binary), out)
             } else {
-                (tag(id, KIND_TEXT), js_string(env, bytes)?)
+                (tag(id, EventKind::Text), js_string(env, bytes)?)
             }
         }
         Event::Open(conn, info) => {
             let id = conn.id;
             sockets::insert(conn);
             let [ip, port] = js_addr(env, &info.remote)?;
-            let items = [
-                ip,
-                port,
-                js_string(env, info.url.as_bytes())?,
-                js_string(env, info.protocol.as_bytes())?,
-                js_string(env, info.extensions.as_bytes())?,
-                js_number(env, info.route as f64)?,
-                js_number(env, info.token as f64)?,
-                js_headers(env, &info.headers)?,
+            let props = [
+                (c"remoteAddress", ip),
+                (c"remotePort", port),
+                (c"url", js_string(env, info.url.as_bytes())?),
+                (c"protocol", js_string(env, info.protocol.as_bytes())?),
+                (c"extensions", js_string(env, info.extensions.as_bytes())?),
+                (c"route", js_number(env, info.route as f64)?),
+                (c"token", js_number(env, info.token as f64)?),
+                (c"headers", js_headers(env, &info.headers)?),
             ];
-            (tag(id, KIND_OPEN), js_array(env, &items)?)
+            (tag(id, EventKind::Open), js_object(env, &props)?)
         }
-        Event::Drain(id) => (tag(id, KIND_DRAIN), js_number(env, 0.0)?),
+        Event::Drain(id) => (tag(id, EventKind::Drain), js_number(env, 0.0)?),
         Event::Close(id, code, reason) => {
             sockets::remove(id);
-            let items = [
-                js_number(env, code as f64)?,
-                js_string(env, reason.as_bytes())?,
+            let props = [
+                (c"code", js_number(env, code as f64)?),
+                (c"reason", js_string(env, reason.as_bytes())?),
             ];
-            (tag(id, KIND_CLOSE), js_array(env, &items)?)
+            (tag(id, EventKind::Close), js_object(env, &props)?)
         }
         Event::Upgrade(info) => {
             let protocols: Vec<_> = info
@@ -416,18 +436,18 @@ unsafe fn event_values(
                 .map(|p| js_string(env, p.as_bytes()))
                 .collect::<Result<_>>()?;
             let [ip, port] = js_addr(env, &info.remote)?;
-            let items = [
-                js_number(env, info.token as f64)?,
-                js_number(env, info.route as f64)?,
-                js_string(env, info.method.as_bytes())?,
-                js_string(env, info.url.as_bytes())?,
-                ip,
-                port,
-                js_array(env, &protocols)?,
-                js_string(env, info.extensions.as_bytes())?,
-                js_headers(env, &info.headers)?,
+            let props = [
+                (c"token", js_number(env, info.token as f64)?),
+                (c"route", js_number(env, info.route as f64)?),
+                (c"method", js_string(env, info.method.as_bytes())?),
+                (c"url", js_string(env, info.url.as_bytes())?),
+                (c"remoteAddress", ip),
+                (c"remotePort", port),
+                (c"protocols", js_array(env, &protocols)?),
+                (c"extensions", js_string(env, info.extensions.as_bytes())?),
+                (c"headers", js_headers(env, &info.headers)?),
             ];
-            (tag(0, KIND_UPGRADE), js_array(env, &items)?)
+            (tag(0, EventKind::Upgrade), js_object(env, &props)?)
         }
     };
     Ok((js_number(env, t)?, v))

@@ -1,8 +1,14 @@
 //! The `#[napi]` layer: translates between JS values and the `native-ws` core. No protocol
-//! logic lives here; validation of options happens in index.js, which owns the public API.
+//! logic lives here; validation of options happens in lib/options.js, which owns the public API.
+//!
+//! - bridge.rs: events from the I/O threads to JS, in batches (one threadsafe call per batch).
+//! - send.rs: the one door for outbound messages (`send`, `flushAll`).
+//! - sockets.rs: open connections by id, as the JS thread sees them.
+//! - constants.rs: constants JS reads from here (defined once).
 
 mod bridge;
-mod hot;
+mod constants;
+mod send;
 mod sockets;
 
 use bridge::Bridge;
@@ -11,14 +17,14 @@ use napi::JsValue;
 use napi_derive::napi;
 use native_ws::deflate::DeflateConfig;
 use native_ws::handshake::Request;
-use native_ws::{Behavior, Decision, SendStatus, Server};
+use native_ws::{Behavior, Decision, Server};
 use std::sync::Arc;
 
-/// `sendText` and `flushAll`, the per-message calls, are plain N-API callbacks (see hot.rs).
+/// `send` and `flushAll`, the per-message calls, are plain N-API callbacks (see send.rs).
 #[napi(module_exports)]
 pub fn hot_calls(exports: Object, env: Env) -> Result<()> {
     // SAFETY: called once at module load on the JS thread with the module's env and exports.
-    unsafe { hot::register(env.raw(), exports.raw()) }
+    unsafe { send::register(env.raw(), exports.raw()) }
 }
 
 #[napi(object)]
@@ -31,6 +37,36 @@ pub struct CompressionOptions {
     pub max_window_bits: u32,
     pub request_no_context_takeover: bool,
     pub request_max_window_bits: Option<u32>,
+}
+
+impl From<&CompressionOptions> for DeflateConfig {
+    fn from(c: &CompressionOptions) -> Self {
+        DeflateConfig {
+            threshold: c.threshold as usize,
+            level: c.level,
+            mem_level: c.mem_level as u8,
+            strategy: c.strategy as u8,
+            no_context_takeover: c.no_context_takeover,
+            max_window_bits: c.max_window_bits as u8,
+            request_no_context_takeover: c.request_no_context_takeover,
+            request_max_window_bits: c.request_max_window_bits.map(|b| b as u8),
+        }
+    }
+}
+
+impl From<&DeflateConfig> for CompressionOptions {
+    fn from(d: &DeflateConfig) -> Self {
+        CompressionOptions {
+            threshold: d.threshold as f64,
+            level: d.level,
+            mem_level: d.mem_level as u32,
+            strategy: d.strategy as u32,
+            no_context_takeover: d.no_context_takeover,
+            max_window_bits: d.max_window_bits as u32,
+            request_no_context_takeover: d.request_no_context_takeover,
+            request_max_window_bits: d.request_max_window_bits.map(u32::from),
+        }
+    }
 }
 
 #[napi(object)]
@@ -106,16 +142,7 @@ impl NativeApp {
 
     #[napi]
     pub fn add_route(&self, pattern: String, o: RouteOptions) -> Result<u32> {
-        let compression = o.compression.map(|c| DeflateConfig {
-            threshold: c.threshold as usize,
-            level: c.level,
-            mem_level: c.mem_level as u8,
-            strategy: c.strategy as u8,
-            no_context_takeover: c.no_context_takeover,
-            max_window_bits: c.max_window_bits as u8,
-            request_no_context_takeover: c.request_no_context_takeover,
-            request_max_window_bits: c.request_max_window_bits.map(|b| b as u8),
-        });
+        let compression = o.compression.as_ref().map(DeflateConfig::from);
         let behavior = Behavior {
             max_payload: o.max_payload_length as usize,
             max_fragments: o.max_fragments,
@@ -245,24 +272,6 @@ impl NativeApp {
         }
         self.bridge.release();
     }
-}
-
-const CLOSED: u32 = SendStatus::Dropped as u32;
-
-/// Queue bytes (a Buffer) as one frame on socket `id`.
-#[napi]
-pub fn send_bytes(id: u32, data: BufferSlice, binary: bool, compress: bool) -> u32 {
-    let opcode = if binary { 2 } else { 1 };
-    sockets::with(id, |conn| {
-        let (s, newly_dirty) = conn.send(opcode, data.len(), compress, |out| {
-            out.extend_from_slice(&data)
-        });
-        if newly_dirty {
-            hot::mark_dirty(conn);
-        }
-        s as u32
-    })
-    .unwrap_or(CLOSED)
 }
 
 #[napi]

@@ -1,0 +1,234 @@
+'use strict';
+// The App: routes, listeners, same-port attachment, the dispatch of event batches from the core
+// to the handlers, drain, stats and close.
+
+const { native, Event } = require('./constants');
+const O = require('./options');
+const { WebSocket, headerObject } = require('./websocket');
+const { attach, detach } = require('./attach');
+
+function rethrow(err) {
+  throw err;
+}
+
+class TemplatedApp {
+  constructor(options) {
+    const { threads } = O.appOptions(options);
+    this._native = new native.NativeApp(threads, (...batch) => this._dispatch(batch));
+    this._routes = [];
+    this._sockets = new Map();
+    this._userData = new Map();
+    this._listening = 0;
+    this._refd = true;
+    this._attached = [];
+    this._internal = null;
+    this._closed = false;
+    this._drainWaiters = [];
+    this._updateRef();
+  }
+
+  ws(pattern, behavior) {
+    const opts = O.routeOptions(pattern, behavior);
+    const index = this._native.addRoute(pattern, opts);
+    this._routes[index] = { pattern, behavior };
+    return this;
+  }
+
+  listen(a, b, c) {
+    const { host, port, cb } = O.listenArgs(a, b, c);
+    let bound;
+    try {
+      bound = this._native.listen(host, port);
+    } catch (e) {
+      const err = O.nativeError(e, `listen ${host}:${port}`);
+      if (cb.length < 2) process.emitWarning(err.message, 'ListenWarning', err.code);
+      cb(false, err);
+      return this;
+    }
+    this._listening++;
+    this._updateRef();
+    cb({ host, port: bound });
+    return this;
+  }
+
+  attach(server, options) {
+    const { paths } = O.attachOptions(server, options, this._routes.map((r) => r.pattern));
+    this._attached.push(attach(this, server, paths));
+    return this;
+  }
+
+  _updateRef() {
+    const want = !this._closed && (this._listening > 0 || this._sockets.size > 0);
+    if (want !== this._refd) {
+      this._refd = want;
+      this._native.setRef(want);
+    }
+  }
+
+  _dispatch(batch) {
+    // After app.close() every socket is closed and its close handler ran; events still queued
+    // in Rust are void (a socket whose open never reached JS gets neither open nor close).
+    for (let i = 0; i < batch.length && !this._closed; i += 2) {
+      const tag = batch[i];
+      const v = batch[i + 1];
+      const kind = tag % Event.KINDS;
+      const id = (tag - kind) / Event.KINDS;
+      try {
+        if (kind === Event.TEXT || kind === Event.BINARY) {
+          const ws = this._sockets.get(id);
+          if (ws !== undefined && !ws._ending) {
+            const h = ws._behavior.message;
+            if (h !== undefined) h(ws, v, kind === Event.BINARY);
+          }
+        } else if (kind === Event.OPEN) {
+          this._open(id, v);
+        } else if (kind === Event.CLOSE) {
+          this._close(id, v.code, v.reason);
+        } else if (kind === Event.DRAIN) {
+          const ws = this._sockets.get(id);
+          if (ws !== undefined && ws._behavior.drain) ws._behavior.drain(ws);
+        } else if (kind === Event.UPGRADE) {
+          this._upgrade(v);
+        }
+      } catch (err) {
+        // One handler's exception must not lose the rest of the batch; it surfaces as an
+        // uncaught exception, as it would from any Node event handler.
+        process.nextTick(rethrow, err);
+      }
+    }
+  }
+
+  _open(id, info) {
+    const route = this._routes[info.route];
+    let userData;
+    if (info.token !== 0 && this._userData.has(info.token)) {
+      userData = this._userData.get(info.token);
+      this._userData.delete(info.token);
+    }
+    const ws = new WebSocket(id, info, route.behavior, userData);
+    this._sockets.set(id, ws);
+    if (this._sockets.size === 1) this._updateRef();
+    if (route.behavior.open) route.behavior.open(ws);
+  }
+
+  _close(id, code, reason) {
+    const ws = this._sockets.get(id);
+    if (ws === undefined) return;
+    this._sockets.delete(id);
+    this._finish(ws, code, reason);
+    if (this._sockets.size === 0) {
+      this._updateRef();
+      for (const w of this._drainWaiters.splice(0)) w();
+    }
+  }
+
+  _finish(ws, code, reason) {
+    ws._ending = true;
+    ws._closed = true;
+    if (ws._behavior.close) ws._behavior.close(ws, code, reason);
+  }
+
+  _upgrade(u) {
+    const route = this._routes[u.route];
+    const token = u.token;
+    let answered = false;
+    const res = {
+      accept: (userData, protocol) => {
+        if (answered || this._closed) return;
+        answered = true;
+        if (userData !== undefined) this._userData.set(token, userData);
+        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, 0, '');
+      },
+      reject: (status, body) => {
+        if (answered || this._closed) return;
+        answered = true;
+        const s = Number.isInteger(status) && status >= 400 && status <= 599 ? status : 403;
+        this._native.decide(token, false, undefined, s, body === undefined ? 'Forbidden' : String(body));
+      },
+    };
+    const req = {
+      method: u.method,
+      url: u.url,
+      headers: headerObject(u.headers),
+      remoteAddress: u.remoteAddress,
+      remotePort: u.remotePort,
+      protocols: u.protocols,
+      extensions: u.extensions,
+    };
+    try {
+      route.behavior.upgrade(req, res);
+    } catch (err) {
+      res.reject(500, 'Internal Server Error');
+      throw err;
+    }
+  }
+
+  drain(options) {
+    const { batch, intervalMs, code, reason } = O.drainOptions(options);
+    if (!this._closed) this._native.setDraining(true);
+    return new Promise((resolve) => {
+      const step = () => {
+        let n = 0;
+        for (const ws of this._sockets.values()) {
+          if (n >= batch) break;
+          if (!ws._ending) {
+            ws.end(code, reason);
+            n++;
+          }
+        }
+        if (n > 0 && [...this._sockets.values()].some((ws) => !ws._ending)) setTimeout(step, intervalMs);
+      };
+      if (this._sockets.size === 0) return resolve();
+      this._drainWaiters.push(resolve);
+      step();
+    });
+  }
+
+  stats() {
+    const s = this._closed ? null : this._native.stats();
+    if (s === null) return this._lastStats || null;
+    const closesByCode = {};
+    for (let i = 0; i < s.closes.length; i += 2) closesByCode[String(s.closes[i])] = s.closes[i + 1];
+    const out = {
+      connections: s.connections,
+      upgradesAccepted: s.upgradesAccepted,
+      upgradesRejected: s.upgradesRejected,
+      messagesIn: s.messagesIn,
+      messagesOut: s.messagesOut,
+      bytesIn: s.bytesIn,
+      bytesOut: s.bytesOut,
+      wireBytesIn: s.wireBytesIn,
+      wireBytesOut: s.wireBytesOut,
+      backpressureEvents: s.backpressureEvents,
+      dropped: s.dropped,
+      closesByCode,
+    };
+    this._lastStats = out;
+    return out;
+  }
+
+  close() {
+    if (this._closed) return;
+    this.stats();
+    this._closed = true;
+    for (const a of this._attached) detach(a);
+    this._attached = [];
+    this._native.stopListening();
+    const open = [...this._sockets.values()];
+    for (const ws of open) if (!ws._ending) native.end(ws._h, 1001, 'server closing');
+    native.flushAll();
+    this._native.close();
+    for (const ws of open) native.forget(ws._h);
+    this._sockets.clear();
+    for (const ws of open) {
+      try {
+        this._finish(ws, 1001, 'server closing');
+      } catch (err) {
+        process.nextTick(rethrow, err);
+      }
+    }
+    for (const w of this._drainWaiters.splice(0)) w();
+  }
+}
+
+module.exports = { TemplatedApp };

@@ -1,0 +1,60 @@
+'use strict';
+// Constants shared with the Rust core. Each is defined once, in Rust, and read here from the
+// addon (see src/constants.rs): send results, event kinds of a batch, the route and
+// permessage-deflate defaults, and which close codes an endpoint may send.
+
+const native = require('../binding.js');
+
+const c = native.constants();
+
+/** `ws.send()` results, as uWebSockets.js defines them. */
+const SendStatus = Object.freeze({
+  BACKPRESSURE: c.sendStatus.backpressure,
+  SUCCESS: c.sendStatus.success,
+  DROPPED: c.sendStatus.dropped,
+});
+
+/** Kinds of the events in a batch (`tag = id * EVENT_KINDS + kind`). */
+const Event = Object.freeze({
+  OPEN: c.event.open,
+  TEXT: c.event.text,
+  BINARY: c.event.binary,
+  DRAIN: c.event.drain,
+  CLOSE: c.event.close,
+  UPGRADE: c.event.upgrade,
+  KINDS: c.event.kinds,
+});
+
+/** Defaults of a route's behavior (the core's `Behavior::default()`), in the JS API's units. */
+const ROUTE_DEFAULTS = Object.freeze({ ...c.routeDefaults });
+
+/** permessage-deflate defaults: Meteor's (the core's `DeflateConfig::default()`). */
+const COMPRESSION_DEFAULTS = Object.freeze({
+  ...c.compressionDefaults,
+  requestMaxWindowBits: c.compressionDefaults.requestMaxWindowBits ?? undefined,
+});
+
+/** Close codes an endpoint may send in a close frame (RFC 6455 §7.4). */
+const CLOSE_CODE_RANGES = Object.freeze(c.closeCodeRanges.map((r) => Object.freeze([r.from, r.to])));
+
+/** The close code of a socket closed for `closeOnBackpressureLimit` (1013, try again later). */
+const BACKPRESSURE_CLOSE_CODE = c.backpressureCloseCode;
+
+function isValidCloseCode(code) {
+  return Number.isInteger(code) && CLOSE_CODE_RANGES.some(([from, to]) => code >= from && code <= to);
+}
+
+/** The ranges as text for error messages: "1000-1003, 1007-1014 or 3000-4999". */
+const CLOSE_CODES_TEXT = CLOSE_CODE_RANGES.map(([a, b]) => `${a}-${b}`).join(', ').replace(/, ([^,]*)$/, ' or $1');
+
+module.exports = {
+  native,
+  SendStatus,
+  Event,
+  ROUTE_DEFAULTS,
+  COMPRESSION_DEFAULTS,
+  CLOSE_CODE_RANGES,
+  CLOSE_CODES_TEXT,
+  BACKPRESSURE_CLOSE_CODE,
+  isValidCloseCode,
+};

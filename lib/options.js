@@ -1,0 +1,176 @@
+'use strict';
+// Option validation for the public API. Every error names the key and the valid values; the
+// native layer receives only validated, normalised options.
+
+const { ROUTE_DEFAULTS, COMPRESSION_DEFAULTS, CLOSE_CODES_TEXT, isValidCloseCode } = require('./constants');
+
+const HANDLERS = ['upgrade', 'open', 'message', 'drain', 'close'];
+const BEHAVIOR_KEYS = [
+  'compression', 'maxPayloadLength', 'maxFragments', 'idleTimeout', 'maxBackpressure',
+  'closeOnBackpressureLimit', 'sendPingsAutomatically', ...HANDLERS,
+];
+
+/** A value as it should appear in an error message. */
+function describe(v) {
+  if (typeof v === 'string') return JSON.stringify(v);
+  if (v === null || typeof v !== 'object') return String(v);
+  try { return JSON.stringify(v); } catch (e) { return String(v); }
+}
+
+function checkKeys(obj, valid, where) {
+  if (obj === null || typeof obj !== 'object') {
+    throw new TypeError(`${where} must be an object, got ${describe(obj)}`);
+  }
+  for (const key of Object.keys(obj)) {
+    if (!valid.includes(key)) {
+      throw new TypeError(`Unknown ${where} option "${key}". Valid options: ${valid.join(', ')}`);
+    }
+  }
+}
+
+function intOption(obj, key, where, min, max, dflt) {
+  const v = obj[key];
+  if (v === undefined) return dflt;
+  if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > max) {
+    throw new RangeError(`${where}.${key} must be an integer from ${min} to ${max}, got ${describe(v)}`);
+  }
+  return v;
+}
+
+function boolOption(obj, key, where, dflt) {
+  const v = obj[key];
+  if (v === undefined) return dflt;
+  if (typeof v !== 'boolean') throw new TypeError(`${where}.${key} must be a boolean, got ${describe(v)}`);
+  return v;
+}
+
+/** Normalise `compression` (false | true | object) to the native shape, or null when off. */
+function compressionOptions(value, where) {
+  if (value === undefined || value === false) return null;
+  if (value === true) value = {};
+  checkKeys(value, Object.keys(COMPRESSION_DEFAULTS), where);
+  const d = COMPRESSION_DEFAULTS;
+  return {
+    threshold: intOption(value, 'threshold', where, 0, 2 ** 31, d.threshold),
+    level: intOption(value, 'level', where, 0, 9, d.level),
+    memLevel: intOption(value, 'memLevel', where, 1, 9, d.memLevel),
+    strategy: intOption(value, 'strategy', where, 0, 4, d.strategy),
+    noContextTakeover: boolOption(value, 'noContextTakeover', where, d.noContextTakeover),
+    maxWindowBits: intOption(value, 'maxWindowBits', where, 8, 15, d.maxWindowBits),
+    requestNoContextTakeover: boolOption(value, 'requestNoContextTakeover', where, d.requestNoContextTakeover),
+    requestMaxWindowBits: intOption(value, 'requestMaxWindowBits', where, 8, 15, d.requestMaxWindowBits),
+  };
+}
+
+/** `app.ws(pattern, behavior)` → the native route options. */
+function routeOptions(pattern, behavior) {
+  if (typeof pattern !== 'string' || !pattern.startsWith('/') && pattern !== '*') {
+    throw new TypeError(`ws: pattern must be a path string like "/*" or "/websocket", got ${describe(pattern)}`);
+  }
+  const where = `behavior for "${pattern}"`;
+  checkKeys(behavior, BEHAVIOR_KEYS, 'behavior');
+  for (const h of HANDLERS) {
+    if (behavior[h] !== undefined && typeof behavior[h] !== 'function') {
+      throw new TypeError(`${where}.${h} must be a function, got ${describe(behavior[h])}`);
+    }
+  }
+  const c = behavior.compression;
+  if (c !== undefined && typeof c !== 'boolean' && (c === null || typeof c !== 'object')) {
+    throw new TypeError(`${where}.compression must be false, true or an options object, got ${describe(c)}`);
+  }
+  const d = ROUTE_DEFAULTS;
+  return {
+    maxPayloadLength: intOption(behavior, 'maxPayloadLength', where, 1, 2 ** 31, d.maxPayloadLength),
+    maxFragments: intOption(behavior, 'maxFragments', where, 1, 2 ** 31, d.maxFragments),
+    idleTimeoutMs: intOption(behavior, 'idleTimeout', where, 0, 86400, d.idleTimeoutMs / 1000) * 1000,
+    maxBackpressure: intOption(behavior, 'maxBackpressure', where, 0, 2 ** 40, d.maxBackpressure),
+    closeOnBackpressureLimit: boolOption(behavior, 'closeOnBackpressureLimit', where, d.closeOnBackpressureLimit),
+    sendPingsAutomatically: boolOption(behavior, 'sendPingsAutomatically', where, d.sendPingsAutomatically),
+    upgradeHook: typeof behavior.upgrade === 'function',
+    compression: compressionOptions(c, `${where}.compression`) || undefined,
+  };
+}
+
+/** `App(options)` → the number of I/O threads. */
+function appOptions(options) {
+  if (options === undefined) options = {};
+  checkKeys(options, ['threads'], 'App');
+  return { threads: intOption(options, 'threads', 'App', 1, 16, 1) };
+}
+
+/** `listen([host,] port, cb)` → { host, port, cb }. */
+function listenArgs(a, b, c) {
+  let host = '0.0.0.0';
+  let port;
+  let cb;
+  if (typeof a === 'string') [host, port, cb] = [a, b, c];
+  else [port, cb] = [a, b];
+  if (!Number.isInteger(port) || port < 0 || port > 65535) {
+    throw new RangeError(`listen: port must be an integer from 0 to 65535, got ${describe(port)}`);
+  }
+  if (typeof cb !== 'function') throw new TypeError('listen: the last argument must be a callback');
+  return { host, port, cb };
+}
+
+/** `attach(server, { paths })` → the paths (default: every route's pattern). */
+function attachOptions(server, options, routePatterns) {
+  if (!server || typeof server.on !== 'function' || typeof server.listeners !== 'function') {
+    throw new TypeError('attach: server must be an http.Server or https.Server');
+  }
+  if (options === undefined) options = {};
+  checkKeys(options, ['paths'], 'attach');
+  const paths = options.paths === undefined ? routePatterns : options.paths;
+  if (!Array.isArray(paths) || paths.some((p) => typeof p !== 'string')) {
+    throw new TypeError(`attach: paths must be an array of path strings, got ${describe(paths)}`);
+  }
+  return { paths };
+}
+
+/** A close code given to `end()` or `drain()`. */
+function closeCode(code, where) {
+  if (!isValidCloseCode(code)) {
+    throw new RangeError(`${where} must be ${CLOSE_CODES_TEXT}, got ${describe(code)}`);
+  }
+  return code;
+}
+
+/** `drain(options)` → { batch, intervalMs, code, reason }. */
+function drainOptions(options) {
+  if (options === undefined) options = {};
+  checkKeys(options, ['batch', 'intervalMs', 'code', 'reason'], 'drain');
+  return {
+    batch: intOption(options, 'batch', 'drain', 1, 2 ** 31, 100),
+    intervalMs: intOption(options, 'intervalMs', 'drain', 0, 3600000, 50),
+    code: closeCode(options.code === undefined ? 1001 : options.code, 'drain.code'),
+    reason: options.reason === undefined ? 'server draining' : String(options.reason),
+  };
+}
+
+/** A per-socket idle timeout in ms. */
+function idleTimeoutMs(ms) {
+  if (typeof ms !== 'number' || !(ms >= 0) || ms > 2 ** 32 - 1) {
+    throw new RangeError(`setIdleTimeout: ms must be a number from 0 to 4294967295, got ${describe(ms)}`);
+  }
+  return Math.floor(ms);
+}
+
+/** Turn a core error ("EADDRINUSE: ...") into an Error with `code`. */
+function nativeError(e, what) {
+  const m = /^(E[A-Z]+): (.*)$/.exec(e.message);
+  const err = new Error(`${what} failed: ${m ? `${m[1]}: ${m[2]}` : e.message}`);
+  err.code = m ? m[1] : 'EIO';
+  return err;
+}
+
+module.exports = {
+  describe,
+  compressionOptions,
+  routeOptions,
+  appOptions,
+  listenArgs,
+  attachOptions,
+  closeCode,
+  drainOptions,
+  idleTimeoutMs,
+  nativeError,
+};

@@ -1,0 +1,123 @@
+'use strict';
+// The WebSocket object handed to the handlers. A socket is the core's connection id plus the
+// facts of its upgrade; every send is queued in Rust and leaves with the end-of-tick flush.
+
+const { native, SendStatus } = require('./constants');
+const { closeCode, idleTimeoutMs } = require('./options');
+
+// ---- end-of-tick flushing -----------------------------------------------------------------
+// Every send of a JS tick is queued in Rust and written with one syscall per socket here.
+
+let flushScheduled = false;
+function flushAll() {
+  flushScheduled = false;
+  native.flushAll();
+}
+
+/** Parse the `name\0value\0...` string the core sends into a lower-case header object. */
+function headerObject(joined) {
+  const headers = {};
+  let i = 0;
+  while (i < joined.length) {
+    const a = joined.indexOf('\0', i);
+    const b = joined.indexOf('\0', a + 1);
+    const k = joined.slice(i, a).toLowerCase();
+    const v = joined.slice(a + 1, b);
+    headers[k] = headers[k] === undefined ? v : `${headers[k]}, ${v}`;
+    i = b + 1;
+  }
+  return headers;
+}
+
+class WebSocket {
+  /** `info` is the open event's object (see src/bridge.rs): remoteAddress, remotePort, url,
+   *  protocol, extensions, route, token, headers (joined). */
+  constructor(id, info, behavior, userData) {
+    this._h = id; // the core's connection id
+    this._behavior = behavior;
+    this._userData = userData;
+    this._remoteAddress = info.remoteAddress;
+    this._remotePort = info.remotePort;
+    this._url = info.url;
+    this._protocol = info.protocol;
+    this._extensions = info.extensions;
+    this._headers = info.headers; // a string until getHeaders() parses it
+    this._ending = false; // end()/close() called
+    this._closed = false; // close handler ran
+  }
+
+  get closed() {
+    return this._ending;
+  }
+
+  send(data, isBinary, compress) {
+    if (this._ending) return SendStatus.DROPPED;
+    const binary = typeof data === 'string' ? isBinary === true : isBinary !== false;
+    const r = native.send(this._h, data, binary, compress !== false);
+    if (!flushScheduled) {
+      flushScheduled = true;
+      process.nextTick(flushAll);
+    }
+    return r;
+  }
+
+  end(code, reason) {
+    if (this._ending) return;
+    closeCode(code === undefined ? 1000 : code, 'end: code');
+    this._ending = true;
+    native.end(this._h, code === undefined ? 1000 : code, reason === undefined ? '' : String(reason));
+  }
+
+  close() {
+    if (this._ending) return;
+    this._ending = true;
+    native.close(this._h);
+  }
+
+  cork(fn) {
+    fn();
+    if (!this._ending) flushAll();
+    return this;
+  }
+
+  getBufferedAmount() {
+    return this._closed ? 0 : native.bufferedAmount(this._h);
+  }
+
+  getRemoteAddressAsText() {
+    return this._remoteAddress;
+  }
+
+  getRemotePort() {
+    return this._remotePort;
+  }
+
+  getUserData() {
+    if (this._userData === undefined) this._userData = {};
+    return this._userData;
+  }
+
+  getUrl() {
+    return this._url;
+  }
+
+  getHeaders() {
+    if (typeof this._headers === 'string') this._headers = headerObject(this._headers);
+    return this._headers;
+  }
+
+  getProtocol() {
+    return this._protocol;
+  }
+
+  getExtensions() {
+    return this._extensions;
+  }
+
+  setIdleTimeout(ms) {
+    if (this._ending) return;
+    native.setIdleTimeout(this._h, idleTimeoutMs(ms));
+  }
+}
+
+module.exports = { WebSocket, headerObject };
