@@ -12,6 +12,9 @@
 
 use base64::Engine as _;
 
+/// Kept here too for code that imports it from this module; it lives in [`crate::route`].
+pub use crate::route::path_matches;
+
 /// A parsed HTTP request head. Header names are lower-cased; values keep their bytes as text
 /// (reject non-UTF-8 header values with 400). Order and repeats preserved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -294,26 +297,6 @@ pub fn write_error(out: &mut Vec<u8>, status: u16, message: &str) {
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(message.as_bytes());
-}
-
-/// Does request path `path` (no query) match a route pattern? Patterns: "/*" or "*" matches every
-/// path; "/prefix/*" matches "/prefix", "/prefix/" and anything under "/prefix/"; any other pattern
-/// matches that exact path, and a pattern "/x" also matches "/x/" (trailing slash tolerated).
-#[must_use]
-pub fn path_matches(pattern: &str, path: &str) -> bool {
-    if pattern == "*" || pattern == "/*" {
-        return true;
-    }
-    if let Some(prefix) = pattern.strip_suffix("/*") {
-        return match path.strip_prefix(prefix) {
-            Some(rest) => rest.is_empty() || rest.starts_with('/'),
-            None => false,
-        };
-    }
-    if path == pattern {
-        return true;
-    }
-    !pattern.ends_with('/') && path.strip_suffix('/') == Some(pattern)
 }
 
 // ---------------------------------------------------------------------------------------------

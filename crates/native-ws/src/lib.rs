@@ -6,6 +6,7 @@
 //!   permessage-deflate needs, so the server's frame reader and writer are ours).
 //! - [`extensions`]: permessage-deflate (RFC 7692) negotiation (offers, [`DeflateConfig`]).
 //! - [`deflate`]: permessage-deflate streams: compressor, bounded inflater, per-thread pools.
+//! - [`route`]: route patterns and which one a request path matches.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
 //! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
@@ -22,6 +23,7 @@ pub mod extensions;
 pub mod handler;
 pub mod handshake;
 pub mod message;
+pub mod route;
 pub mod server;
 pub mod stats;
 mod task;
@@ -32,5 +34,6 @@ pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
 pub use extensions::DeflateConfig;
 pub use handler::{Decision, Handler, OpenInfo, UpgradeInfo};
+pub use route::path_matches;
 pub use server::{release_id, Server};
 pub use stats::Stats;

@@ -7,6 +7,7 @@ use crate::conn::Conn;
 use crate::extensions;
 use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
+use crate::route::path_matches;
 use crate::stats::Stats;
 use crate::task;
 use std::collections::HashMap;
@@ -341,7 +342,7 @@ async fn handshake(
         let routes = shared.routes.read().unwrap();
         routes
             .iter()
-            .position(|(p, _)| handshake::path_matches(p, req.path()))
+            .position(|(p, _)| path_matches(p, req.path()))
             .map(|i| (i as u32, routes[i].1.clone()))
     };
     let Some((route, behavior)) = route else {
