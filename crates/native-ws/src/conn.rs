@@ -51,6 +51,20 @@ pub(crate) struct Job {
     pub len: usize,
 }
 
+/// What [`Conn::take`] found in the queue.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Take {
+    /// The queue moved into the caller's [`Taken`]: the I/O task writes it and keeps writing.
+    Taken,
+    /// Nothing queued: writing goes back to the JS thread.
+    Empty,
+    /// Nothing queued, and a send returned BACKPRESSURE since the last drain: writing goes back
+    /// to the JS thread and the consumer's `drain` is due.
+    Drained,
+    /// The socket is closed: nothing may be written any more.
+    Closed,
+}
+
 /// Outbound bytes handed from the queue to the I/O task.
 #[derive(Default)]
 pub(crate) struct Taken {
@@ -348,7 +362,7 @@ impl Conn {
     }
 
     /// Task side: queue a ping or pong behind everything already queued and take over writing.
-    /// Returns false once the socket is closing.
+    /// Returns false (nothing queued) once our close frame is queued or the socket is closed.
     pub(crate) fn queue_control(&self, opcode: u8, payload: &[u8]) -> bool {
         let mut ob = self.lock();
         if ob.state != State::Open {
@@ -375,12 +389,12 @@ impl Conn {
         self.lock().close_sent.clone()
     }
 
-    /// Task side: move the queue into `into` (which must be empty). Returns false when nothing
-    /// is queued: writing goes back to the JS thread, and whether `drain` is due.
-    pub(crate) fn take(&self, into: &mut Taken) -> Result<(), bool> {
+    /// Task side: move the queue into `into` (which must be empty), or say why there is nothing
+    /// to write (see [`Take`]).
+    pub(crate) fn take(&self, into: &mut Taken) -> Take {
         let mut ob = self.lock();
         if ob.state == State::Closed {
-            return Err(false);
+            return Take::Closed;
         }
         if ob.buf.is_empty() && ob.jobs.is_empty() {
             ob.io_busy = false;
@@ -388,13 +402,13 @@ impl Conn {
             if ob.buf.capacity() > MAX_IDLE_CAPACITY {
                 ob.buf = Vec::new();
             }
-            return Err(drain);
+            return if drain { Take::Drained } else { Take::Empty };
         }
         std::mem::swap(&mut ob.buf, &mut into.buf);
         std::mem::swap(&mut ob.jobs, &mut into.jobs);
         std::mem::swap(&mut ob.job_data, &mut into.job_data);
         ob.io_busy = true;
-        Ok(())
+        Take::Taken
     }
 
     /// Compressed messages change the queued byte count once they are compressed.

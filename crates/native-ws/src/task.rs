@@ -4,7 +4,7 @@
 
 use crate::codec;
 use crate::config::{CLOSE_WAIT, READ_CHUNK};
-use crate::conn::{Conn, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
+use crate::conn::{Conn, Take, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
 use crate::deflate::{self, Deflater};
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
@@ -406,15 +406,15 @@ impl Task {
                 self.wbuf.clear();
                 self.wpos = 0;
                 match self.conn.take(&mut self.taken) {
-                    Err(drain) => {
+                    Take::Taken => self.prepare(),
+                    nothing @ (Take::Empty | Take::Drained | Take::Closed) => {
                         self.want_write = false;
-                        if drain {
+                        if nothing == Take::Drained {
                             self.handler.drain(&self.conn);
                             self.handler.flush();
                         }
                         return self.after_flush();
                     }
-                    Ok(()) => self.prepare(),
                 }
             }
             match write_once(&self.stream, &self.wbuf[self.wpos..]) {

@@ -29,7 +29,7 @@ fn sent_frames(c: &Conn, peer: &mut UnixStream) -> Vec<u8> {
         out.extend_from_slice(&chunk[..n]);
     }
     let mut t = Taken::default();
-    if c.take(&mut t).is_ok() {
+    if c.take(&mut t) == Take::Taken {
         out.extend_from_slice(&t.buf);
     }
     out
