@@ -247,7 +247,7 @@ impl Drop for PendingGuard<'_> {
 
 async fn serve(shared: Arc<Shared>, mut stream: TcpStream, remote: SocketAddr, source: Source) {
     let _ = stream.set_nodelay(true);
-    let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, handshake(&shared, &mut stream, remote, source)).await;
+    let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_upgrade(&shared, &mut stream, remote, source)).await;
     let Ok(Some((conn, leftover, info))) = accepted else {
         // Refused (answered already) or too slow (slowloris): drop the socket.
         return;
@@ -309,7 +309,11 @@ fn parse_preamble(line: &[u8], secret: &str) -> Option<SocketAddr> {
     Some(SocketAddr::new(ip, port))
 }
 
-async fn handshake(
+/// The opening handshake of one connection: read the request head (unless Node parsed it),
+/// validate and route it, negotiate permessage-deflate, ask the upgrade hook, answer 101 and
+/// create the connection. `None` when the request was refused (already answered) or the peer
+/// went away.
+async fn accept_upgrade(
     shared: &Shared,
     stream: &mut TcpStream,
     mut remote: SocketAddr,
