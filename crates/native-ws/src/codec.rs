@@ -86,9 +86,14 @@ const RSV3_BIT: u8 = 0x10;
 const OPCODE_BITS: u8 = 0x0F;
 const MASK_BIT: u8 = 0x80;
 const LEN_BITS: u8 = 0x7F;
+/// Values of the 7-bit length that announce a 16-bit or a 64-bit extended length; smaller values
+/// are the payload length itself.
+const LEN_16_BIT: u8 = 126;
+const LEN_64_BIT: u8 = 127;
 
+/// Close, ping and pong (opcodes 8 and up); 0..=7 are data frames.
 #[inline]
-fn is_control(opcode: u8) -> bool {
+pub fn is_control(opcode: u8) -> bool {
     opcode & 0x08 != 0
 }
 
@@ -158,13 +163,13 @@ pub fn parse_header(
 
     let len7 = b1 & LEN_BITS;
     let (payload_len, mut pos) = match len7 {
-        126 => {
+        LEN_16_BIT => {
             let Some(ext) = buf.get(2..4) else {
                 return Ok(None);
             };
             (u64::from(u16::from_be_bytes([ext[0], ext[1]])), 4)
         }
-        127 => {
+        LEN_64_BIT => {
             let Some(ext) = buf.get(2..10) else {
                 return Ok(None);
             };
@@ -242,7 +247,7 @@ pub fn apply_mask(data: &mut [u8], key: [u8; 4], offset: usize) {
 /// Number of header bytes for a payload of `len` (2, 4 or 10), plus 4 if masked.
 #[inline]
 pub fn header_size(len: usize, masked: bool) -> usize {
-    let base = if len < 126 {
+    let base = if len < usize::from(LEN_16_BIT) {
         2
     } else if len <= u16::MAX as usize {
         4
@@ -290,14 +295,14 @@ pub fn encode_header(
     let mut hdr = [0u8; 14];
     hdr[0] = b0;
     let mut n = 2;
-    if len < 126 {
+    if len < usize::from(LEN_16_BIT) {
         hdr[1] = mask_bit | len as u8;
     } else if len <= u16::MAX as usize {
-        hdr[1] = mask_bit | 126;
+        hdr[1] = mask_bit | LEN_16_BIT;
         hdr[2..4].copy_from_slice(&(len as u16).to_be_bytes());
         n = 4;
     } else {
-        hdr[1] = mask_bit | 127;
+        hdr[1] = mask_bit | LEN_64_BIT;
         hdr[2..10].copy_from_slice(&(len as u64).to_be_bytes());
         n = 10;
     }

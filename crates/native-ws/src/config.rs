@@ -44,5 +44,7 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Bytes one JS tick may queue on a socket before `send` writes them right away (uWS's cork size).
 pub const CORK_LIMIT: usize = 16 * 1024;
+/// Largest capacity a connection's outbound queue or message buffer keeps once it is empty.
+pub const MAX_IDLE_CAPACITY: usize = 64 * 1024;
 /// Size of the per-I/O-thread receive buffer.
 pub const READ_CHUNK: usize = 64 * 1024;

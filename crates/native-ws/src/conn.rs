@@ -8,7 +8,7 @@
 //! it has emptied the queue. The queue lock is never held across an await.
 
 use crate::codec;
-use crate::config::{Behavior, CORK_LIMIT};
+use crate::config::{Behavior, CORK_LIMIT, MAX_IDLE_CAPACITY};
 use crate::extensions::Negotiated;
 use crate::stats::Stats;
 use std::io::{self, Write};
@@ -107,8 +107,6 @@ pub struct Conn {
     pub(crate) wake: Notify,
     timeout_ms: AtomicU32,
 }
-
-const MAX_IDLE_CAPACITY: usize = 64 * 1024;
 
 impl Conn {
     pub(crate) fn new(

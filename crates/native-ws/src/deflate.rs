@@ -158,8 +158,10 @@ impl Deflater {
 /// header byte of the empty stored block whose LEN/NLEN (`00 00 ff ff`) the
 /// receiver appends.
 fn push_stored_blocks(input: &[u8], out: &mut Vec<u8>) {
-    out.reserve(input.len() + input.len() / 65535 * 5 + 6);
-    for chunk in input.chunks(65535) {
+    /// A stored block holds at most this many bytes (its LEN is 16 bits).
+    const MAX_STORED: usize = u16::MAX as usize;
+    out.reserve(input.len() + input.len() / MAX_STORED * 5 + 6);
+    for chunk in input.chunks(MAX_STORED) {
         let len = chunk.len() as u16;
         out.push(0x00);
         out.extend_from_slice(&len.to_le_bytes());

@@ -110,6 +110,9 @@ const HEAD_TOO_LARGE: HttpError = HttpError::new(431, "Request header fields too
 const METHOD_NOT_ALLOWED: HttpError = HttpError::new(405, "Method not allowed");
 const BAD_VERSION: HttpError = HttpError::new(426, "Unsupported WebSocket version");
 
+/// The only `Sec-WebSocket-Version` we speak (RFC 6455).
+const WS_VERSION: &str = "13";
+
 /// The GUID of RFC 6455 §1.3, appended to the client key before hashing.
 const WS_GUID: &str = "258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
@@ -207,7 +210,7 @@ pub fn validate(req: &Request) -> Result<Upgrade, HttpError> {
     let version = req
         .header_joined("sec-websocket-version")
         .ok_or(NOT_WEBSOCKET)?;
-    if version.trim_matches(is_ows) != "13" {
+    if version.trim_matches(is_ows) != WS_VERSION {
         return Err(BAD_VERSION);
     }
 
@@ -292,8 +295,8 @@ pub fn write_error(out: &mut Vec<u8>, status: u16, message: &str) {
     out.extend_from_slice(b"Content-Type: text/plain\r\n");
     write_header(out, "Content-Length", &message.len().to_string());
     out.extend_from_slice(b"Connection: close\r\n");
-    if status == 426 {
-        out.extend_from_slice(b"Sec-WebSocket-Version: 13\r\n");
+    if status == BAD_VERSION.status {
+        write_header(out, "Sec-WebSocket-Version", WS_VERSION);
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(message.as_bytes());

@@ -3,6 +3,7 @@
 //! (incremental, so a bad sequence fails as soon as it arrives).
 
 use crate::codec::{self, ProtocolError, Role, Utf8Validator};
+use crate::config::MAX_IDLE_CAPACITY;
 use crate::deflate::{self, InflateError, Inflater};
 use crate::extensions::Negotiated;
 
@@ -30,6 +31,9 @@ pub struct Progress {
 const TOO_BIG: ProtocolError = ProtocolError { code: codec::CLOSE_TOO_BIG, reason: "message too big" };
 const BAD_UTF8: ProtocolError = ProtocolError { code: codec::CLOSE_INVALID_DATA, reason: "invalid UTF-8" };
 
+/// `Reader::opcode` while no fragmented message is in progress.
+const NO_MESSAGE: u8 = 0;
+
 /// Per-connection message assembly state.
 pub struct Reader {
     max_payload: usize,
@@ -37,7 +41,7 @@ pub struct Reader {
     deflate: Option<(u8, bool)>,
     /// boxed: an idle connection without one keeps 8 bytes, not the inflater's ~150
     inflater: Option<Box<Inflater>>,
-    /// opcode of the fragmented message in progress (0 = none)
+    /// opcode of the fragmented message in progress, or [`NO_MESSAGE`]
     opcode: u8,
     compressed: bool,
     /// the compressed message in progress has fed the inflater at least one byte
@@ -61,7 +65,7 @@ impl Reader {
             max_fragments,
             deflate: deflate.map(|n| (n.client_window_bits, n.client_no_context_takeover)),
             inflater: None,
-            opcode: 0,
+            opcode: NO_MESSAGE,
             compressed: false,
             fed: false,
             fragments: 0,
@@ -82,7 +86,7 @@ impl Reader {
             let Some(h) = codec::parse_header(&buf[pos..], Role::Server, self.deflate.is_some())? else {
                 return Ok(Progress { consumed: pos, need: None, closed: false });
             };
-            let data_frame = h.opcode < 8;
+            let data_frame = !codec::is_control(h.opcode);
             // Caps checked on the header, before any payload is buffered. Compressed frames are
             // capped on inflated bytes later; their wire size may exceed the cap only slightly.
             let limit = if h.rsv1 || (self.compressed && data_frame) {
@@ -112,7 +116,7 @@ impl Reader {
                     return Ok(Progress { consumed: pos, need: None, closed: true });
                 }
                 codec::OP_CONTINUATION => {
-                    if self.opcode == 0 {
+                    if self.opcode == NO_MESSAGE {
                         return Err(ProtocolError { code: codec::CLOSE_PROTOCOL_ERROR, reason: "continuation without a message" });
                     }
                     if h.rsv1 {
@@ -128,7 +132,7 @@ impl Reader {
                     }
                 }
                 _ => {
-                    if self.opcode != 0 {
+                    if self.opcode != NO_MESSAGE {
                         return Err(ProtocolError { code: codec::CLOSE_PROTOCOL_ERROR, reason: "expected a continuation frame" });
                     }
                     let text = h.opcode == codec::OP_TEXT;
@@ -193,12 +197,12 @@ impl Reader {
 
     fn deliver(&mut self, on: &mut dyn FnMut(Msg<'_>)) {
         on(Msg::Data { text: self.opcode == codec::OP_TEXT, payload: &self.msg });
-        self.opcode = 0;
+        self.opcode = NO_MESSAGE;
         self.compressed = false;
         self.fed = false;
         self.fragments = 0;
         self.msg.clear();
-        if self.msg.capacity() > 64 * 1024 {
+        if self.msg.capacity() > MAX_IDLE_CAPACITY {
             self.msg = Vec::new();
         }
     }

@@ -270,12 +270,14 @@ async fn refuse_with(shared: &Shared, stream: &mut TcpStream, status: u16, body:
 }
 
 async fn read_head(stream: &mut TcpStream, preamble: bool, secret: &str) -> Result<Option<(Request, Vec<u8>, Option<SocketAddr>)>, HttpError> {
-    let mut buf: Vec<u8> = Vec::with_capacity(1024);
+    /// The head is read in steps of this many bytes.
+    const STEP: usize = 1024;
+    let mut buf: Vec<u8> = Vec::with_capacity(STEP);
     let mut peer = None;
     let mut start = 0;
     loop {
         stream.readable().await.map_err(|_| HttpError { status: 400, message: "read failed" })?;
-        buf.reserve(1024);
+        buf.reserve(STEP);
         match stream.try_read_buf(&mut buf) {
             Ok(0) => return Ok(None),
             Ok(_) => {}

@@ -6,6 +6,7 @@ use crate::codec;
 use crate::config::{CLOSE_WAIT, READ_CHUNK};
 use crate::conn::{Conn, Take, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
 use crate::deflate::{self, Deflater};
+use crate::extensions::DeflateConfig;
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
 use crate::stats::Stats;
@@ -462,7 +463,7 @@ impl Task {
             return;
         }
         let negotiated = self.conn.deflate.as_ref().expect("jobs only with deflate");
-        let level = self.conn.behavior.compression.as_ref().map_or(1, |c| c.level);
+        let level = self.conn.behavior.compression.as_ref().map_or_else(|| DeflateConfig::default().level, |c| c.level);
         let bits = negotiated.server_window_bits;
         let mut counted = t.buf.len();
         let mut prev = 0;

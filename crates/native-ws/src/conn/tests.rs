@@ -1,4 +1,5 @@
 use super::*;
+use crate::codec::{OP_BINARY, OP_TEXT};
 use std::io::Read;
 use std::os::fd::AsRawFd;
 use std::os::unix::net::UnixStream;
@@ -50,11 +51,13 @@ fn send_rewrites_the_header_for_the_real_length() {
     ] {
         let (c, _ours, mut peer) = conn();
         let payload: Vec<u8> = (0..real).map(|i| b'a' + (i % 26) as u8).collect();
-        let (status, dirty) = c.send(1, min_len, true, |out| out.extend_from_slice(&payload));
+        let (status, dirty) = c.send(OP_TEXT, min_len, true, |out| {
+            out.extend_from_slice(&payload)
+        });
         assert_ne!(status, SendStatus::Dropped);
         assert!(dirty);
         let mut want = Vec::new();
-        codec::write_frame(&mut want, true, false, 1, &payload);
+        codec::write_frame(&mut want, true, false, OP_TEXT, &payload);
         assert_eq!(
             c.buffered_amount() as u64 + c.stats.wire_out.load(Relaxed),
             want.len() as u64
@@ -70,14 +73,16 @@ fn send_rewrites_the_header_for_the_real_length() {
 #[test]
 fn frames_of_one_tick_follow_each_other() {
     let (c, _ours, mut peer) = conn();
-    c.send(1, 3, false, |out| out.extend_from_slice(b"abcdef"));
-    c.send(2, 200, false, |out| out.extend_from_slice(&[7u8; 200]));
-    c.send(1, 0, false, |out| out.extend_from_slice(b"x"));
+    c.send(OP_TEXT, 3, false, |out| out.extend_from_slice(b"abcdef"));
+    c.send(OP_BINARY, 200, false, |out| {
+        out.extend_from_slice(&[7u8; 200])
+    });
+    c.send(OP_TEXT, 0, false, |out| out.extend_from_slice(b"x"));
     c.flush();
     let mut want = Vec::new();
-    codec::write_frame(&mut want, true, false, 1, b"abcdef");
-    codec::write_frame(&mut want, true, false, 2, &[7u8; 200]);
-    codec::write_frame(&mut want, true, false, 1, b"x");
+    codec::write_frame(&mut want, true, false, OP_TEXT, b"abcdef");
+    codec::write_frame(&mut want, true, false, OP_BINARY, &[7u8; 200]);
+    codec::write_frame(&mut want, true, false, OP_TEXT, b"x");
     assert_eq!(sent_frames(&c, &mut peer), want);
     assert_eq!(c.buffered_amount(), 0);
 }
