@@ -12,8 +12,12 @@
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow.
 //! - [`handler`]: the trait the consumer implements (the JS bridge, or a pure-Rust responder).
+//! - [`config`]: per-route settings ([`Behavior`]) and fixed limits; [`stats`]: live counters.
 //!
 //! Data flows socket → codec → message → handler (batched by the consumer) with no back-and-forth.
+//!
+//! Each module's unit tests are in `<module>/tests.rs`; helpers they share (a PRNG, a raw-deflate
+//! stream inspector) are in `testutil`, compiled for tests only.
 
 pub mod codec;
 pub mod config;

@@ -2,6 +2,7 @@
 //! (fastwebsockets in the client role), with a pure-Rust echo handler: no Node involved.
 
 use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, Role, WebSocket};
+use native_ws::codec::{OP_BINARY, OP_TEXT};
 use native_ws::{Behavior, Conn, Handler, OpenInfo, Server};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -19,7 +20,7 @@ impl Handler for Echo {
         self.opened.fetch_add(1, Ordering::SeqCst);
     }
     fn message(&self, conn: &Arc<Conn>, data: &[u8], binary: bool) {
-        let opcode = if binary { 2 } else { 1 };
+        let opcode = if binary { OP_BINARY } else { OP_TEXT };
         conn.send(opcode, data.len(), true, |out| out.extend_from_slice(data));
         conn.flush();
     }
@@ -154,4 +155,21 @@ async fn compression_is_negotiated_and_compressed_frames_echo() {
     inflater.feed(&payload, &mut out, 1 << 20).unwrap();
     inflater.finish(&mut out, 1 << 20).unwrap();
     assert_eq!(out, text);
+}
+
+/// The paths the Node binding imports: a compile-time check that they keep resolving.
+#[test]
+fn binding_api_paths_resolve() {
+    #[allow(unused_imports)]
+    use native_ws::{
+        codec::{is_valid_close_code, CLOSE_TRY_AGAIN, OP_BINARY, OP_TEXT},
+        handshake::Request,
+        path_matches, release_id, Behavior, Conn, Decision, DeflateConfig, Handler, OpenInfo,
+        SendStatus, Server, Stats, UpgradeInfo,
+    };
+    // The older paths, still re-exported until the binding has moved.
+    let _: native_ws::deflate::DeflateConfig = DeflateConfig::default();
+    let old_path_matches: fn(&str, &str) -> bool = native_ws::handshake::path_matches;
+    assert!(path_matches("/ws", "/ws/") && old_path_matches("/ws", "/ws/"));
+    assert!(is_valid_close_code(CLOSE_TRY_AGAIN));
 }
