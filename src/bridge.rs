@@ -357,16 +357,12 @@ unsafe fn js_headers(env: sys::napi_env, headers: &[(String, String)]) -> Result
     js_string(env, flat.as_bytes())
 }
 
+/// The peer address as Node's `socket.remoteAddress` writes it for the same connection: the
+/// socket's own family decides, so an IPv4 client of a dual-stack (`::`) listener is
+/// `::ffff:127.0.0.1`, as Node (and so sockjs) reports it.
 unsafe fn js_addr(env: sys::napi_env, addr: &std::net::SocketAddr) -> Result<[sys::napi_value; 2]> {
-    let ip = match addr.ip() {
-        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
-            Some(v4) => v4.to_string(),
-            None => v6.to_string(),
-        },
-        ip => ip.to_string(),
-    };
     Ok([
-        js_string(env, ip.as_bytes())?,
+        js_string(env, addr.ip().to_string().as_bytes())?,
         js_number(env, addr.port() as f64)?,
     ])
 }
