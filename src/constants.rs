@@ -6,7 +6,7 @@ use crate::bridge::EventKind;
 use crate::CompressionOptions;
 use napi_derive::napi;
 use native_ws::codec::{is_valid_close_code, CLOSE_TRY_AGAIN};
-use native_ws::deflate::DeflateConfig;
+use native_ws::DeflateConfig;
 use native_ws::{Behavior, SendStatus};
 
 #[napi(object)]

@@ -15,7 +15,7 @@ use bridge::Bridge;
 use napi::bindgen_prelude::*;
 use napi::JsValue;
 use napi_derive::napi;
-use native_ws::deflate::DeflateConfig;
+use native_ws::DeflateConfig;
 use native_ws::handshake::Request;
 use native_ws::{Behavior, Decision, Server};
 use std::sync::Arc;
@@ -303,5 +303,5 @@ pub fn forget(id: u32) {
 /// The route pattern rule of the core (so JS decides "ours or not" exactly as Rust routes).
 #[napi]
 pub fn path_matches(pattern: String, path: String) -> bool {
-    native_ws::handshake::path_matches(&pattern, &path)
+    native_ws::path_matches(&pattern, &path)
 }

@@ -4,7 +4,7 @@
 //!
 //! Usage: rust-echo [--port P] [--threads N] [--compress]  → prints `READY <port>`.
 
-use native_ws::{Behavior, Conn, DeflateConfig, Handler, OpenInfo, Server};
+use native_ws::{codec, Behavior, Conn, DeflateConfig, Handler, OpenInfo, Server};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -22,7 +22,7 @@ thread_local! {
 }
 
 fn send(conn: &Arc<Conn>, text: &str) {
-    let (_, newly_dirty) = conn.send(1, text.len(), true, |out| out.extend_from_slice(text.as_bytes()));
+    let (_, newly_dirty) = conn.send(codec::OP_TEXT, text.len(), true, |out| out.extend_from_slice(text.as_bytes()));
     if newly_dirty {
         DIRTY.with(|d| d.borrow_mut().push(conn.clone()));
     }

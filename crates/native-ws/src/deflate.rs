@@ -42,9 +42,6 @@
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use std::cell::RefCell;
 
-/// Kept here too for code that imports it from this module; it lives in [`crate::extensions`].
-pub use crate::extensions::DeflateConfig;
-
 /// Window bits flate2 (like zlib) accepts; a negotiated 8 is served by [`MIN_WINDOW_BITS`]
 /// (see the module docs).
 pub(crate) const MIN_WINDOW_BITS: u8 = 9;

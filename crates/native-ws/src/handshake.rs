@@ -12,9 +12,6 @@
 
 use base64::Engine as _;
 
-/// Kept here too for code that imports it from this module; it lives in [`crate::route`].
-pub use crate::route::path_matches;
-
 /// A parsed HTTP request head. Header names are lower-cased; values keep their bytes as text
 /// (reject non-UTF-8 header values with 400). Order and repeats preserved.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

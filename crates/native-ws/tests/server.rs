@@ -167,9 +167,7 @@ fn binding_api_paths_resolve() {
         path_matches, release_id, Behavior, Conn, Decision, DeflateConfig, Handler, OpenInfo,
         SendStatus, Server, Stats, UpgradeInfo,
     };
-    // The older paths, still re-exported until the binding has moved.
-    let _: native_ws::deflate::DeflateConfig = DeflateConfig::default();
-    let old_path_matches: fn(&str, &str) -> bool = native_ws::handshake::path_matches;
-    assert!(path_matches("/ws", "/ws/") && old_path_matches("/ws", "/ws/"));
+    let _ = DeflateConfig::default();
+    assert!(path_matches("/ws", "/ws/"));
     assert!(is_valid_close_code(CLOSE_TRY_AGAIN));
 }
