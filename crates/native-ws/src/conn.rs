@@ -90,6 +90,9 @@ struct Outbox {
     dirty: bool,
     /// code and reason of the close frame we queued
     close_sent: Option<(u16, String)>,
+    /// the one pending pong frame (empty = none): a newer ping replaces it (RFC 6455 §5.5.3),
+    /// so a ping flood queues at most one pong; appended to `buf` when the task takes the queue
+    pong: Vec<u8>,
 }
 
 pub struct Conn {
@@ -138,6 +141,7 @@ impl Conn {
                 want_drain: false,
                 dirty: false,
                 close_sent: None,
+                pong: Vec::new(),
             }),
             buffered: AtomicUsize::new(0),
             ctl: AtomicU8::new(0),
@@ -305,9 +309,19 @@ impl Conn {
 
     pub(crate) fn wrote(&self, n: usize) {
         if n > 0 {
-            self.buffered.fetch_sub(n, Relaxed);
+            let before = self.buffered.fetch_sub(n, Relaxed);
             Stats::add(&self.stats.wire_out, n);
+            let limit = self.behavior.max_backpressure;
+            if before > limit && before - n <= limit {
+                // The task stops reading while the queue is over the limit: resume it.
+                self.wake.notify_one();
+            }
         }
+    }
+
+    /// The outbound queue is over `maxBackpressure`: the task reads nothing more until it drains.
+    pub(crate) fn over_limit(&self) -> bool {
+        self.buffered.load(Relaxed) > self.behavior.max_backpressure
     }
 
     /// Graceful close: everything queued, then a close frame, then wait for the peer's.
@@ -328,6 +342,7 @@ impl Conn {
         }
         ob.state = State::Ending;
         ob.close_sent = Some((code, reason.to_string()));
+        Self::move_pong(ob);
         let before = ob.buf.len();
         codec::write_close(&mut ob.buf, code, reason);
         self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
@@ -359,18 +374,42 @@ impl Conn {
         self.timeout_ms.load(Relaxed)
     }
 
-    /// Task side: queue a ping or pong behind everything already queued and take over writing.
+    /// Task side: queue a ping behind everything already queued and take over writing.
     /// Returns false (nothing queued) once our close frame is queued or the socket is closed.
-    pub(crate) fn queue_control(&self, opcode: u8, payload: &[u8]) -> bool {
+    pub(crate) fn queue_ping(&self) -> bool {
         let mut ob = self.lock();
         if ob.state != State::Open {
             return false;
         }
         let before = ob.buf.len();
-        codec::write_frame(&mut ob.buf, true, false, opcode, payload);
+        codec::write_frame(&mut ob.buf, true, false, codec::OP_PING, b"");
         self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
         ob.io_busy = true;
         true
+    }
+
+    /// Task side: answer a ping. At most one pong waits in the queue: a newer ping's payload
+    /// replaces it (RFC 6455 §5.5.3), so a peer that floods pings and never reads costs one
+    /// pong, counted in the buffered amount. False once our close frame is queued.
+    pub(crate) fn queue_pong(&self, payload: &[u8]) -> bool {
+        let mut ob = self.lock();
+        if ob.state != State::Open {
+            return false;
+        }
+        let before = ob.pong.len();
+        ob.pong.clear();
+        codec::write_frame(&mut ob.pong, true, false, codec::OP_PONG, payload);
+        self.rebalance(before, ob.pong.len());
+        ob.io_busy = true;
+        true
+    }
+
+    /// The pending pong goes to the end of the wire queue.
+    fn move_pong(ob: &mut Outbox) {
+        if !ob.pong.is_empty() {
+            ob.buf.extend_from_slice(&ob.pong);
+            ob.pong.clear();
+        }
     }
 
     /// Task side: a close frame with `code` unless one was queued already (protocol errors,
@@ -394,6 +433,7 @@ impl Conn {
         if ob.state == State::Closed {
             return Take::Closed;
         }
+        Self::move_pong(&mut *ob);
         if ob.buf.is_empty() && ob.jobs.is_empty() {
             ob.io_busy = false;
             let drain = std::mem::take(&mut ob.want_drain);
@@ -425,6 +465,7 @@ impl Conn {
         ob.buf = Vec::new();
         ob.jobs = Vec::new();
         ob.job_data = Vec::new();
+        ob.pong = Vec::new();
         self.buffered.store(0, Relaxed);
     }
 }

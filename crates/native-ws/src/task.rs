@@ -168,7 +168,9 @@ impl Task {
             let step = tokio::select! {
                 biased;
                 _ = self.conn.wake.notified() => self.on_control(),
-                r = self.stream.readable(), if self.reading || self.discard => match r {
+                // Nothing is read while the outbound queue is over its limit (bounded memory
+                // whatever the peer sends); `Conn::wrote` wakes us when it drains.
+                r = self.stream.readable(), if (self.reading && !self.conn.over_limit()) || self.discard => match r {
                     Ok(()) => self.on_readable(),
                     Err(_) => Some(abnormal()),
                 },
@@ -221,7 +223,7 @@ impl Task {
         }
         if self.conn.behavior.send_pings && !self.ping_sent && now >= self.last_rx + full / 2 {
             self.ping_sent = true;
-            if self.conn.queue_control(codec::OP_PING, b"") {
+            if self.conn.queue_ping() {
                 return self.pump();
             }
         }
@@ -359,7 +361,7 @@ impl Task {
                     handler.message(conn, payload, !text);
                 }
             }
-            Msg::Ping(p) => pong |= conn.queue_control(codec::OP_PONG, p),
+            Msg::Ping(p) => pong |= conn.queue_pong(p),
             Msg::Pong(_) => {}
             Msg::Close(code, reason) => peer_close = Some((code, reason.to_string())),
         });

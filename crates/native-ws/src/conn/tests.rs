@@ -86,3 +86,46 @@ fn frames_of_one_tick_follow_each_other() {
     assert_eq!(sent_frames(&c, &mut peer), want);
     assert_eq!(c.buffered_amount(), 0);
 }
+
+#[test]
+fn pongs_are_coalesced_and_counted() {
+    let (c, _ours, _peer) = conn();
+    for i in 0..10_000u32 {
+        assert!(c.queue_pong(&i.to_be_bytes()));
+    }
+    // One pong (2 + 4 bytes) is all that waits, and it is part of the buffered amount.
+    assert_eq!(c.buffered_amount(), 6);
+    let mut t = Taken::default();
+    assert_eq!(c.take(&mut t), Take::Taken);
+    let mut want = Vec::new();
+    codec::write_frame(&mut want, true, false, codec::OP_PONG, &9_999u32.to_be_bytes());
+    assert_eq!(t.buf, want);
+}
+
+#[test]
+fn a_pending_pong_goes_out_before_our_close_frame() {
+    let (c, _ours, _peer) = conn();
+    assert!(c.queue_pong(b"p"));
+    c.queue_close(1000, "");
+    assert!(!c.queue_pong(b"q"));
+    let mut t = Taken::default();
+    assert_eq!(c.take(&mut t), Take::Taken);
+    let mut want = Vec::new();
+    codec::write_frame(&mut want, true, false, codec::OP_PONG, b"p");
+    codec::write_close(&mut want, 1000, "");
+    assert_eq!(t.buf, want);
+    assert_eq!(c.buffered_amount(), want.len());
+}
+
+#[test]
+fn over_limit_follows_the_buffered_amount() {
+    let (ours, _peer) = UnixStream::pair().unwrap();
+    let behavior = Behavior { max_backpressure: 4, ..Behavior::default() };
+    let c = Conn::new(1, ours.as_raw_fd(), Arc::new(behavior), None, Arc::new(Stats::default()));
+    assert!(c.queue_pong(b"ab"));
+    assert!(!c.over_limit());
+    assert!(c.queue_pong(b"abc"));
+    assert!(c.over_limit());
+    c.wrote(5);
+    assert!(!c.over_limit());
+}
