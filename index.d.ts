@@ -47,8 +47,10 @@ export interface UpgradeRequest {
   url: string;
   /** Lower-case header names; repeated headers are joined with ", ". */
   headers: Record<string, string>;
-  remoteAddress: string;
-  remotePort: number;
+  /** As Node's `socket.remoteAddress` for the same connection (`::ffff:a.b.c.d` for an IPv4 client
+   *  of a dual-stack listener); undefined on a unix socket. */
+  remoteAddress: string | undefined;
+  remotePort: number | undefined;
   /** Offered subprotocols (Sec-WebSocket-Protocol), in order. */
   protocols: string[];
   /** The raw Sec-WebSocket-Extensions offer ("" if none). */
@@ -106,8 +108,13 @@ export interface WebSocket<UserData = Record<string, unknown>> {
   cork(fn: () => void): this;
   /** Exact bytes queued in user space and not yet accepted by the kernel. */
   getBufferedAmount(): number;
-  getRemoteAddressAsText(): string;
-  getRemotePort(): number;
+  /** The peer's address exactly as Node's `socket.remoteAddress` writes it for the same connection
+   *  (IPv4-mapped `::ffff:a.b.c.d` for an IPv4 client of a dual-stack `::` listener, plain IPv6,
+   *  plain IPv4); undefined when the server listens on a unix socket path (read
+   *  `X-Forwarded-For` there). */
+  getRemoteAddressAsText(): string | undefined;
+  /** undefined on a unix socket. */
+  getRemotePort(): number | undefined;
   getUserData(): UserData;
   /** Request target of the upgrade (path + query). */
   getUrl(): string;

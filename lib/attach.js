@@ -85,7 +85,9 @@ function viaLoopback(app, req, socket, head) {
     }
   }
   const { port, secret } = app._internal;
-  const lines = [`PEER ${secret} ${socket.remoteAddress} ${socket.remotePort}`, `${req.method} ${req.url} HTTP/1.1`];
+  // A unix socket's peer has no address: the preamble then names none.
+  const peer = socket.remoteAddress === undefined ? '' : ` ${socket.remoteAddress} ${socket.remotePort}`;
+  const lines = [`PEER ${secret}${peer}`, `${req.method} ${req.url} HTTP/1.1`];
   for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
   const inner = net.connect(port, '127.0.0.1');
   inner.setNoDelay(true);

@@ -357,10 +357,16 @@ unsafe fn js_headers(env: sys::napi_env, headers: &[(String, String)]) -> Result
     js_string(env, flat.as_bytes())
 }
 
-/// The peer address as Node's `socket.remoteAddress` writes it for the same connection: the
-/// socket's own family decides, so an IPv4 client of a dual-stack (`::`) listener is
-/// `::ffff:127.0.0.1`, as Node (and so sockjs) reports it.
-unsafe fn js_addr(env: sys::napi_env, addr: &std::net::SocketAddr) -> Result<[sys::napi_value; 2]> {
+/// The peer address as Node's `socket.remoteAddress` / `remotePort` write it for the same
+/// connection: the socket's own family decides, so an IPv4 client of a dual-stack (`::`)
+/// listener is `::ffff:127.0.0.1`, as Node (and so sockjs) reports it; a unix socket's peer has
+/// no address (both undefined).
+unsafe fn js_addr(env: sys::napi_env, addr: Option<&std::net::SocketAddr>) -> Result<[sys::napi_value; 2]> {
+    let Some(addr) = addr else {
+        let mut undefined = ptr::null_mut();
+        check(sys::napi_get_undefined(env, &mut undefined))?;
+        return Ok([undefined, undefined]);
+    };
     Ok([
         js_string(env, addr.ip().to_string().as_bytes())?,
         js_number(env, addr.port() as f64)?,
@@ -403,7 +409,7 @@ unsafe fn event_values(
         Event::Open(conn, info) => {
             let id = conn.id;
             sockets::insert(conn);
-            let [ip, port] = js_addr(env, &info.remote)?;
+            let [ip, port] = js_addr(env, info.remote.as_ref())?;
             let props = [
                 (c"remoteAddress", ip),
                 (c"remotePort", port),
@@ -431,7 +437,7 @@ unsafe fn event_values(
                 .iter()
                 .map(|p| js_string(env, p.as_bytes()))
                 .collect::<Result<_>>()?;
-            let [ip, port] = js_addr(env, &info.remote)?;
+            let [ip, port] = js_addr(env, info.remote.as_ref())?;
             let props = [
                 (c"token", js_number(env, info.token as f64)?),
                 (c"route", js_number(env, info.route as f64)?),

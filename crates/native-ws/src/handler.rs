@@ -15,7 +15,8 @@ pub struct UpgradeInfo {
     pub method: String,
     pub url: String,
     pub headers: Vec<(String, String)>,
-    pub remote: SocketAddr,
+    /// None for a unix socket (its peer has no address)
+    pub remote: Option<SocketAddr>,
     pub protocols: Vec<String>,
     pub extensions: String,
 }
@@ -34,7 +35,8 @@ pub struct OpenInfo {
     pub token: u64,
     pub url: String,
     pub headers: Vec<(String, String)>,
-    pub remote: SocketAddr,
+    /// None for a unix socket (its peer has no address)
+    pub remote: Option<SocketAddr>,
     pub protocol: String,
     pub extensions: String,
 }

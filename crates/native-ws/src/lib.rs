@@ -10,7 +10,8 @@
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
 //! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
-//! - [`server`]: the runtime, listeners, socket adoption, the handshake flow.
+//! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
+//!   connection's socket, TCP or unix (adopted from a Node server listening on a path).
 //! - [`handler`]: the trait the consumer implements (the JS bridge, or a pure-Rust responder).
 //! - [`config`]: per-route settings ([`Behavior`]) and fixed limits; [`stats`]: live counters.
 //!
@@ -30,6 +31,7 @@ pub mod message;
 pub mod route;
 pub mod server;
 pub mod stats;
+mod stream;
 mod task;
 #[cfg(test)]
 mod testutil;

@@ -9,6 +9,7 @@ use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
 use crate::route::path_matches;
 use crate::stats::Stats;
+use crate::stream::Stream;
 use crate::task;
 use std::collections::HashMap;
 use std::io;
@@ -16,8 +17,7 @@ use std::net::{SocketAddr, ToSocketAddrs};
 use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
-use tokio::io::AsyncWriteExt;
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::TcpListener;
 use tokio::runtime::Runtime;
 use tokio::sync::oneshot;
 use tokio::task::AbortHandle;
@@ -50,7 +50,8 @@ pub fn release_id(id: u32) {
     ids::give_back(id);
 }
 
-/// First line a connection to the internal listener must send: `PEER <secret> <ip> <port>\r\n`.
+/// First line a connection to the internal listener must send: `PEER <secret> <ip> <port>\r\n`,
+/// or `PEER <secret>\r\n` for a peer without an address (a unix socket).
 const PREAMBLE_TAG: &str = "PEER ";
 
 struct Shared {
@@ -154,7 +155,7 @@ impl Server {
                 match listener.accept().await {
                     Ok((stream, remote)) => {
                         let source = if preamble { Source::Preamble } else { Source::Socket };
-                        tokio::spawn(serve(shared.clone(), stream, remote, source));
+                        tokio::spawn(serve(shared.clone(), stream.into(), Some(remote), source));
                     }
                     // Out of fds or similar: back off instead of spinning.
                     Err(_) => tokio::time::sleep(std::time::Duration::from_millis(10)).await,
@@ -188,14 +189,9 @@ impl Server {
         let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
         let shared = self.shared.clone();
         self.rt().spawn(async move {
-            let std_stream = std::net::TcpStream::from(owned);
             // A peer already gone (ENOTCONN) or a socket tokio cannot take: drop it, as the
             // listener drops a failed accept.
-            let Ok(remote) = std_stream.peer_addr() else { return };
-            if std_stream.set_nonblocking(true).is_err() {
-                return;
-            }
-            let Ok(stream) = TcpStream::from_std(std_stream) else { return };
+            let Ok((stream, remote)) = Stream::adopt(owned) else { return };
             serve(shared, stream, remote, Source::Parsed(req, head)).await;
         });
         Ok(())
@@ -245,8 +241,8 @@ impl Drop for PendingGuard<'_> {
     }
 }
 
-async fn serve(shared: Arc<Shared>, mut stream: TcpStream, remote: SocketAddr, source: Source) {
-    let _ = stream.set_nodelay(true);
+async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAddr>, source: Source) {
+    stream.set_nodelay();
     let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_upgrade(&shared, &mut stream, remote, source)).await;
     let Ok(Some((conn, leftover, info))) = accepted else {
         // Refused (answered already) or too slow (slowloris): drop the socket.
@@ -256,11 +252,11 @@ async fn serve(shared: Arc<Shared>, mut stream: TcpStream, remote: SocketAddr, s
     tokio::spawn(task::run(conn, stream, leftover, shared.handler.clone(), info));
 }
 
-async fn refuse(shared: &Shared, stream: &mut TcpStream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+async fn refuse(shared: &Shared, stream: &mut Stream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     refuse_with(shared, stream, e.status, e.message).await
 }
 
-async fn refuse_with(shared: &Shared, stream: &mut TcpStream, status: u16, body: &str) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+async fn refuse_with(shared: &Shared, stream: &mut Stream, status: u16, body: &str) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     Stats::add(&shared.stats.upgrades_rejected, 1);
     let mut out = Vec::new();
     handshake::write_error(&mut out, status, body);
@@ -269,7 +265,15 @@ async fn refuse_with(shared: &Shared, stream: &mut TcpStream, status: u16, body:
     None
 }
 
-async fn read_head(stream: &mut TcpStream, preamble: bool, secret: &str) -> Result<Option<(Request, Vec<u8>, Option<SocketAddr>)>, HttpError> {
+/// Read the request head; after the internal listener's preamble when `preamble` is set.
+/// Returns the request, the bytes after it and, with a preamble, the peer it names (`Some(None)`
+/// for a peer without an address: a unix socket).
+#[allow(clippy::type_complexity)]
+async fn read_head(
+    stream: &mut Stream,
+    preamble: bool,
+    secret: &str,
+) -> Result<Option<(Request, Vec<u8>, Option<Option<SocketAddr>>)>, HttpError> {
     /// The head is read in steps of this many bytes.
     const STEP: usize = 1024;
     let mut buf: Vec<u8> = Vec::with_capacity(STEP);
@@ -300,15 +304,17 @@ async fn read_head(stream: &mut TcpStream, preamble: bool, secret: &str) -> Resu
     }
 }
 
-fn parse_preamble(line: &[u8], secret: &str) -> Option<SocketAddr> {
+/// `PEER <secret> <ip> <port>` (a TCP peer) or `PEER <secret>` (a peer without an address).
+fn parse_preamble(line: &[u8], secret: &str) -> Option<Option<SocketAddr>> {
     let line = std::str::from_utf8(line).ok()?.strip_prefix(PREAMBLE_TAG)?;
     let mut parts = line.split(' ');
     if parts.next()? != secret {
         return None;
     }
-    let ip: std::net::IpAddr = parts.next()?.parse().ok()?;
+    let Some(ip) = parts.next() else { return Some(None) };
+    let ip: std::net::IpAddr = ip.parse().ok()?;
     let port: u16 = parts.next()?.parse().ok()?;
-    Some(SocketAddr::new(ip, port))
+    Some(Some(SocketAddr::new(ip, port)))
 }
 
 /// The opening handshake of one connection: read the request head (unless Node parsed it),
@@ -317,8 +323,8 @@ fn parse_preamble(line: &[u8], secret: &str) -> Option<SocketAddr> {
 /// went away.
 async fn accept_upgrade(
     shared: &Shared,
-    stream: &mut TcpStream,
-    mut remote: SocketAddr,
+    stream: &mut Stream,
+    mut remote: Option<SocketAddr>,
     source: Source,
 ) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     let (req, leftover) = match source {

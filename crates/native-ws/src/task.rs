@@ -10,6 +10,7 @@ use crate::extensions::DeflateConfig;
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
 use crate::stats::Stats;
+use crate::stream::Stream;
 use std::cell::RefCell;
 use std::io::{self, Read, Write};
 use std::mem::ManuallyDrop;
@@ -18,7 +19,6 @@ use std::sync::atomic::Ordering::Acquire;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::Interest;
-use tokio::net::TcpStream;
 use tokio::time::Instant;
 
 thread_local! {
@@ -33,7 +33,7 @@ type Outcome = (u16, String);
 /// which clears the readiness captured BEFORE the syscall (a newer event keeps it set). This saves
 /// the EAGAIN syscall that would otherwise follow every read and every partial write.
 fn io_once(
-    stream: &TcpStream,
+    stream: &Stream,
     interest: Interest,
     len: usize,
     mut op: impl FnMut(&std::net::TcpStream) -> io::Result<usize>,
@@ -42,6 +42,7 @@ fn io_once(
     let mut done = 0;
     let r = stream.try_io(interest, || {
         // SAFETY: `fd` belongs to `stream`, alive for this call; ManuallyDrop never closes it.
+        // (std's TcpStream only issues recv/send here, the same on a unix stream socket.)
         let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
         done = op(&s)?;
         if done > 0 && done < len {
@@ -55,11 +56,11 @@ fn io_once(
     }
 }
 
-fn read_once(stream: &TcpStream, buf: &mut [u8]) -> io::Result<usize> {
+fn read_once(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
     io_once(stream, Interest::READABLE, buf.len(), |mut s| s.read(buf))
 }
 
-fn write_once(stream: &TcpStream, bytes: &[u8]) -> io::Result<usize> {
+fn write_once(stream: &Stream, bytes: &[u8]) -> io::Result<usize> {
     io_once(stream, Interest::WRITABLE, bytes.len(), |mut s| s.write(bytes))
 }
 
@@ -94,7 +95,7 @@ struct Task {
     last_rx: Instant,
     ping_sent: bool,
     /// dropped after `Drop::drop` marked the connection closed, so the fd is never reused under it
-    stream: TcpStream,
+    stream: Stream,
 }
 
 impl Drop for Task {
@@ -106,7 +107,7 @@ impl Drop for Task {
 /// Run an upgraded connection until it closes; `initial` are bytes read past the HTTP head.
 pub(crate) async fn run(
     conn: Arc<Conn>,
-    stream: TcpStream,
+    stream: Stream,
     initial: Vec<u8>,
     handler: Arc<dyn Handler>,
     info: OpenInfo,
@@ -453,6 +454,7 @@ impl Task {
 
     fn stream_shutdown(&self) -> io::Result<()> {
         let fd = std::os::fd::AsFd::as_fd(&self.stream);
+        // std's TcpStream only issues shutdown(2) here, the same on a unix stream socket.
         let sock = std::net::TcpStream::from(fd.try_clone_to_owned()?);
         sock.shutdown(std::net::Shutdown::Write)
     }
