@@ -88,11 +88,18 @@ struct Outbox {
     want_drain: bool,
     /// in the JS thread's list of sockets to flush
     dirty: bool,
-    /// code and reason of the close frame we queued
-    close_sent: Option<(u16, String)>,
-    /// the one pending pong frame (empty = none): a newer ping replaces it (RFC 6455 §5.5.3),
-    /// so a ping flood queues at most one pong; appended to `buf` when the task takes the queue
-    pong: Vec<u8>,
+    /// the pending pong while open, the close frame we queued once ending
+    last: Last,
+}
+
+/// One slot for two things that never coexist (keeps `Conn` small).
+enum Last {
+    None,
+    /// The one pending pong frame: a newer ping replaces it (RFC 6455 §5.5.3), so a ping flood
+    /// queues at most one pong; appended to `buf` when the task takes the queue.
+    Pong(Vec<u8>),
+    /// Code and reason of the close frame we queued.
+    CloseSent(u16, String),
 }
 
 pub struct Conn {
@@ -140,8 +147,7 @@ impl Conn {
                 tick_bytes: 0,
                 want_drain: false,
                 dirty: false,
-                close_sent: None,
-                pong: Vec::new(),
+                last: Last::None,
             }),
             buffered: AtomicUsize::new(0),
             ctl: AtomicU8::new(0),
@@ -341,8 +347,8 @@ impl Conn {
             return false;
         }
         ob.state = State::Ending;
-        ob.close_sent = Some((code, reason.to_string()));
         Self::move_pong(ob);
+        ob.last = Last::CloseSent(code, reason.to_string());
         let before = ob.buf.len();
         codec::write_close(&mut ob.buf, code, reason);
         self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
@@ -396,19 +402,24 @@ impl Conn {
         if ob.state != State::Open {
             return false;
         }
-        let before = ob.pong.len();
-        ob.pong.clear();
-        codec::write_frame(&mut ob.pong, true, false, codec::OP_PONG, payload);
-        self.rebalance(before, ob.pong.len());
+        let mut pong = match std::mem::replace(&mut ob.last, Last::None) {
+            Last::Pong(p) => p,
+            _ => Vec::new(),
+        };
+        let before = pong.len();
+        pong.clear();
+        codec::write_frame(&mut pong, true, false, codec::OP_PONG, payload);
+        self.rebalance(before, pong.len());
+        ob.last = Last::Pong(pong);
         ob.io_busy = true;
         true
     }
 
     /// The pending pong goes to the end of the wire queue.
     fn move_pong(ob: &mut Outbox) {
-        if !ob.pong.is_empty() {
-            ob.buf.extend_from_slice(&ob.pong);
-            ob.pong.clear();
+        if let Last::Pong(pong) = &ob.last {
+            ob.buf.extend_from_slice(pong);
+            ob.last = Last::None;
         }
     }
 
@@ -423,7 +434,10 @@ impl Conn {
 
     /// The close frame we queued, if any.
     pub(crate) fn close_sent(&self) -> Option<(u16, String)> {
-        self.lock().close_sent.clone()
+        match &self.lock().last {
+            Last::CloseSent(code, reason) => Some((*code, reason.clone())),
+            _ => None,
+        }
     }
 
     /// Task side: move the queue into `into` (which must be empty), or say why there is nothing
@@ -465,7 +479,9 @@ impl Conn {
         ob.buf = Vec::new();
         ob.jobs = Vec::new();
         ob.job_data = Vec::new();
-        ob.pong = Vec::new();
+        if matches!(ob.last, Last::Pong(_)) {
+            ob.last = Last::None;
+        }
         self.buffered.store(0, Relaxed);
     }
 }
