@@ -7,6 +7,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const path = require('node:path');
+const WebSocket = require('ws');
 const { scope, waitFor, sleep } = require('./helpers/common');
 const { OP, connectRaw, pingFrame, textFrame } = require('./helpers/raw');
 const { runNode, procStats } = require('./helpers/proc');
@@ -94,3 +95,46 @@ test('a client that writes and never reads: the server stops reading once the so
   r.reader.destroy();
   await writing;
 });
+
+for (const mode of MODES) {
+  test(`backpressure close (${mode}): a slow \`ws\` client gets whole frames, then close 1013 "backpressure limit"; a client that never reads is closed within the close wait`, { timeout: 60000 }, async (t) => {
+    const s = scope(t);
+    const { child, port } = await startChild(s, { mode });
+    // Slow reader: reads nothing while the server fills its queue, then everything.
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/big`);
+    t.after(() => ws.terminate());
+    await new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); });
+    let bytes = 0;
+    ws.on('message', (d) => { bytes += d.length; });
+    const closed = new Promise((resolve) => ws.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    const errors = [];
+    ws.on('error', (e) => errors.push(e.message));
+    ws.pause();
+    ws.send('go');
+    await child.waitMessage((m) => m.type === 'big-sent', 10000, 'server flood');
+    await sleep(300);
+    ws.resume();
+    const serverClose = await child.waitMessage((m) => m.type === 'close' && m.route === 'big', 10000, 'server close');
+    assert.equal(serverClose.code, 1013);
+    assert.equal(serverClose.reason, 'backpressure limit');
+    const got = await closed;
+    t.diagnostic(`client read ${(bytes / MiB).toFixed(2)} MiB of whole messages, then close ${got.code} "${got.reason}"`);
+    assert.deepEqual(errors, []);
+    assert.equal(got.code, 1013);
+    assert.equal(got.reason, 'backpressure limit');
+    assert.equal(bytes % (64 * 1024), 0, 'only whole messages');
+
+    // A client that never reads at all: the server still closes within a bounded time.
+    const r = await connectRaw(port, { path: '/big' });
+    r.reader.pause();
+    r.socket.write(textFrame('go'));
+    const t0 = Date.now();
+    const second = await child.waitMessage((m) => m.type === 'close' && m.route === 'big' && m !== serverClose, 10000, 'second close');
+    assert.equal(second.code, 1013);
+    assert.ok(Date.now() - t0 < 6000, `closed after ${Date.now() - t0} ms`);
+    // It gets what fitted in the kernel's buffers, then FIN (the close frame could not be sent).
+    r.reader.resume();
+    assert.ok(await r.reader.waitEnd(10000));
+    r.reader.destroy();
+  });
+}

@@ -313,6 +313,28 @@ pub fn encode_header(
     (hdr, n)
 }
 
+/// In `buf`, a run of whole unmasked frames starting at `from`: the first frame boundary at or
+/// after `at` (`buf.len()` if the frame containing `at` is incomplete).
+#[must_use]
+pub fn frame_boundary(buf: &[u8], from: usize, at: usize) -> usize {
+    let mut pos = from;
+    while pos < at && pos + 2 <= buf.len() {
+        let len7 = buf[pos + 1] & LEN_BITS;
+        let (len, hdr) = match len7 {
+            LEN_16_BIT if pos + 4 <= buf.len() => (u64::from(u16::from_be_bytes([buf[pos + 2], buf[pos + 3]])), 4),
+            LEN_64_BIT if pos + 10 <= buf.len() => {
+                let mut b = [0u8; 8];
+                b.copy_from_slice(&buf[pos + 2..pos + 10]);
+                (u64::from_be_bytes(b), 10)
+            }
+            LEN_16_BIT | LEN_64_BIT => return buf.len(),
+            n => (u64::from(n), 2),
+        };
+        pos = pos.saturating_add(hdr).saturating_add(len as usize);
+    }
+    pos.min(buf.len()).max(at.min(buf.len()))
+}
+
 /// Append one whole unmasked (server) frame: header + payload.
 pub fn write_frame(out: &mut Vec<u8>, fin: bool, rsv1: bool, opcode: u8, payload: &[u8]) {
     out.reserve(header_size(payload.len(), false) + payload.len());

@@ -71,6 +71,8 @@ pub(crate) struct Taken {
     pub buf: Vec<u8>,
     pub jobs: Vec<Job>,
     pub job_data: Vec<u8>,
+    /// `buf` starts with this many bytes of a frame the JS thread began writing
+    pub partial: usize,
 }
 
 struct Outbox {
@@ -88,6 +90,8 @@ struct Outbox {
     want_drain: bool,
     /// in the JS thread's list of sockets to flush
     dirty: bool,
+    /// `buf` starts with this many bytes of a frame partly written by the JS thread
+    partial: u32,
     /// the pending pong while open, the close frame we queued once ending
     last: Last,
 }
@@ -147,6 +151,7 @@ impl Conn {
                 tick_bytes: 0,
                 want_drain: false,
                 dirty: false,
+                partial: 0,
                 last: Last::None,
             }),
             buffered: AtomicUsize::new(0),
@@ -186,8 +191,15 @@ impl Conn {
         if buffered > self.behavior.max_backpressure {
             if self.behavior.close_on_backpressure {
                 // Close instead of dropping: the peer learns (1013) and DDP resumes the session;
-                // nothing is lost from a socket that stays open.
+                // nothing is lost from a socket that stays open. Frames not yet started are
+                // dropped; the rest of one the JS thread began stays for the task, which sends
+                // it, then the close frame (see `Task::overflow`).
                 ob.state = State::Closed;
+                let keep = ob.partial as usize;
+                ob.buf.truncate(keep);
+                ob.jobs = Vec::new();
+                ob.job_data = Vec::new();
+                ob.last = Last::None;
                 drop(ob);
                 self.request(CTL_OVERFLOW);
             } else {
@@ -298,6 +310,8 @@ impl Conn {
             }
         } else {
             // The kernel is full (or the peer is gone): the I/O task takes over and waits.
+            // Remember where the first whole frame starts (a backpressure close cuts there).
+            ob.partial = (codec::frame_boundary(&ob.buf, 0, written) - written) as u32;
             ob.buf.drain(..written);
             ob.io_busy = true;
             self.request(CTL_WRITE);
@@ -459,6 +473,7 @@ impl Conn {
         std::mem::swap(&mut ob.buf, &mut into.buf);
         std::mem::swap(&mut ob.jobs, &mut into.jobs);
         std::mem::swap(&mut ob.job_data, &mut into.job_data);
+        into.partial = std::mem::take(&mut ob.partial) as usize;
         ob.io_busy = true;
         Take::Taken
     }
@@ -470,6 +485,14 @@ impl Conn {
         } else {
             self.buffered.fetch_sub(before - after, Relaxed);
         }
+    }
+
+    /// Task side, after a backpressure close: the rest of the frame the JS thread began (the
+    /// queue holds nothing else any more).
+    pub(crate) fn overflow_rest(&self) -> Vec<u8> {
+        let mut ob = self.lock();
+        ob.partial = 0;
+        std::mem::take(&mut ob.buf)
     }
 
     /// Task side, before the socket is dropped: from now on nobody touches the fd.

@@ -237,7 +237,7 @@ impl Task {
             return Some(abnormal());
         }
         if bits & CTL_OVERFLOW != 0 {
-            return Some((codec::CLOSE_TRY_AGAIN, "backpressure limit".into()));
+            return self.overflow();
         }
         if bits & CTL_END != 0 && self.close_deadline.is_none() {
             // end(): our close frame is queued; wait (bounded) for the peer's.
@@ -493,6 +493,8 @@ impl Task {
         self.conn.rebalance(counted, self.wbuf.len());
     }
 }
+
+mod overflow;
 
 #[cfg(test)]
 mod tests;

@@ -900,3 +900,21 @@ fn utf8_random_strings() {
         check_split(&bad, &cuts);
     }
 }
+
+#[test]
+fn frame_boundary_finds_the_end_of_the_frame_in_flight() {
+    let mut buf = Vec::new();
+    write_frame(&mut buf, true, false, OP_TEXT, b"hello"); // 7 bytes
+    write_frame(&mut buf, true, false, OP_BINARY, &[0u8; 300]); // 4 + 300
+    write_frame(&mut buf, true, false, OP_BINARY, &vec![1u8; 70_000]); // 10 + 70000
+    let ends = [7, 311, 70_321];
+    assert_eq!(frame_boundary(&buf, 0, 0), 0);
+    assert_eq!(frame_boundary(&buf, 0, 1), 7);
+    assert_eq!(frame_boundary(&buf, 0, 7), 7);
+    assert_eq!(frame_boundary(&buf, 0, 8), ends[1]);
+    assert_eq!(frame_boundary(&buf, 0, 312), ends[2]);
+    assert_eq!(frame_boundary(&buf, 0, ends[2]), ends[2]);
+    // The walk may start after the rest of a frame begun elsewhere.
+    assert_eq!(frame_boundary(&buf[3..], 4, 2), 4);
+    assert_eq!(frame_boundary(&buf[3..], 4, 5), ends[1] - 3);
+}

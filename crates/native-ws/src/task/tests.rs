@@ -16,7 +16,9 @@ async fn connection_task_stays_small() {
     let size = std::mem::size_of_val(&fut);
     eprintln!("connection task future: {size} bytes; Conn: {} bytes", std::mem::size_of::<Conn>());
     // 1,288 since the socket became a TCP-or-unix enum (+8 bytes for its tag).
-    assert!(size <= 1288, "connection task future grew to {size} bytes");
+    // 1296: +8 for Taken::partial (where whole frames start in the buffer being written, so a
+    // backpressure close never cuts a frame).
+    assert!(size <= 1296, "connection task future grew to {size} bytes");
     // 264 since the pending pong got its own buffer (the ping-flood fix).
     assert!(std::mem::size_of::<Conn>() <= 264);
     drop(fut);

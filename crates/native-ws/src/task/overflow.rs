@@ -1,0 +1,34 @@
+//! The backpressure close (closeOnBackpressureLimit): the peer is told why. The frame on the
+//! wire is finished (never cut), frames not yet started are dropped, then a close frame 1013
+//! "backpressure limit" and FIN; the wait for the peer's close is bounded by CLOSE_WAIT, so a
+//! slow reader cannot hold the socket.
+
+use super::{Outcome, Task};
+use crate::codec;
+use crate::config::CLOSE_WAIT;
+use tokio::time::Instant;
+
+/// Reason of the close frame sent when a socket is closed for backpressure.
+pub(crate) const BACKPRESSURE_REASON: &str = "backpressure limit";
+
+impl Task {
+    pub(super) fn overflow(&mut self) -> Option<Outcome> {
+        let rest = self.conn.overflow_rest();
+        if self.wpos == self.wbuf.len() {
+            // Nothing of ours on the wire: only what the JS thread began writing, if anything.
+            self.wbuf = rest;
+            self.wpos = 0;
+        } else {
+            // `wbuf` came from the last take: whole frames start after its `partial` bytes.
+            let cut = codec::frame_boundary(&self.wbuf, self.taken.partial, self.wpos);
+            self.wbuf.truncate(cut);
+        }
+        codec::write_close(&mut self.wbuf, codec::CLOSE_TRY_AGAIN, BACKPRESSURE_REASON);
+        self.reading = false;
+        self.linger = true;
+        let out = (codec::CLOSE_TRY_AGAIN, BACKPRESSURE_REASON.to_string());
+        self.finish = Some(out);
+        self.close_deadline = Some(Instant::now() + CLOSE_WAIT);
+        self.pump()
+    }
+}
