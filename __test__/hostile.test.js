@@ -138,3 +138,22 @@ for (const mode of MODES) {
     r.reader.destroy();
   });
 }
+
+for (const mode of MODES) {
+  test(`absolute-form request target (${mode}): routed and answered as its origin form; getUrl() gives path + query`, { timeout: 30000 }, async (t) => {
+    const s = scope(t);
+    const { child, port } = await startChild(s, { mode });
+    const r = await connectRaw(port, { path: `http://127.0.0.1:${port}/echo?x=1` });
+    const opened = await child.waitMessage((m) => m.type === 'open', 5000, 'open');
+    assert.equal(opened.route, 'echo');
+    assert.equal(opened.url, '/echo?x=1');
+    r.socket.write(textFrame('hi'));
+    const f = await r.reader.next();
+    assert.equal(f.payload.toString(), 'hi');
+    r.reader.destroy();
+    // The exact route that only the path matches (not the raw target).
+    const d = await connectRaw(port, { path: `http://127.0.0.1:${port}/deflate` });
+    assert.equal((await child.waitMessage((m) => m.type === 'open' && m.route === 'deflate', 5000, 'open deflate')).url, '/deflate');
+    d.reader.destroy();
+  });
+}

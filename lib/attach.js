@@ -14,10 +14,11 @@ function rethrow(err) {
   throw err;
 }
 
-/** Path of a request target without its query. */
+/** Path of a request target without its query (an absolute-form target gives its path). */
 function requestPath(url) {
-  const q = url.indexOf('?');
-  return q < 0 ? url : url.slice(0, q);
+  const origin = url.startsWith('/') ? url : native.originForm(url);
+  const q = origin.indexOf('?');
+  return q < 0 ? origin : origin.slice(0, q);
 }
 
 /**

@@ -192,7 +192,7 @@ impl NativeApp {
             .collect();
         let req = Request {
             method,
-            url,
+            url: native_ws::route::origin_form(&url).into_owned(),
             headers,
         };
         self.server()?
@@ -304,4 +304,11 @@ pub fn forget(id: u32) {
 #[napi]
 pub fn path_matches(pattern: String, path: String) -> bool {
     native_ws::path_matches(&pattern, &path)
+}
+
+/// A request target in origin form (an absolute-form target gives its path and query), as the
+/// core routes it.
+#[napi]
+pub fn origin_form(url: String) -> String {
+    native_ws::route::origin_form(&url).into_owned()
 }

@@ -17,7 +17,8 @@ use base64::Engine as _;
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Request {
     pub method: String,
-    /// request target as sent (path + optional "?query")
+    /// request target in origin form (path + optional "?query"; an absolute-form target is
+    /// reduced to it, see [`crate::route::origin_form`])
     pub url: String,
     pub headers: Vec<(String, String)>,
 }
@@ -162,7 +163,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
     Ok(Some((
         Request {
             method: method.to_owned(),
-            url: url.to_owned(),
+            url: crate::route::origin_form(url).into_owned(),
             headers,
         },
         consumed,

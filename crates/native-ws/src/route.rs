@@ -21,5 +21,28 @@ pub fn path_matches(pattern: &str, path: &str) -> bool {
     !pattern.ends_with('/') && path.strip_suffix('/') == Some(pattern)
 }
 
+/// A request target in origin form (path + optional "?query"). An absolute-form target
+/// (`http://host:port/path?q`, RFC 9112 §3.2.2, which a server must accept) gives its path and
+/// query ("/" when it has no path); any other target is returned as it is.
+#[must_use]
+pub fn origin_form(target: &str) -> std::borrow::Cow<'_, str> {
+    if target.starts_with('/') {
+        return target.into();
+    }
+    let Some(scheme_end) = target.find("://") else {
+        return target.into();
+    };
+    let scheme = &target[..scheme_end];
+    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) {
+        return target.into();
+    }
+    let rest = &target[scheme_end + 3..];
+    match rest.find(['/', '?', '#']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => rest[i..].into(),
+        Some(i) => format!("/{}", &rest[i..]).into(),
+        None => "/".into(),
+    }
+}
+
 #[cfg(test)]
 mod tests;

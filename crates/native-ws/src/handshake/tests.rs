@@ -507,3 +507,12 @@ fn random_bytes_never_panic() {
     }
     assert!(seen_ok > 0 && seen_err > 0, "ok={seen_ok} err={seen_err}");
 }
+
+#[test]
+fn absolute_form_request_target_is_routed_by_its_path() {
+    let head = b"GET http://127.0.0.1:3000/websocket?x=1 HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n";
+    let (req, n) = parse_request(head).unwrap().unwrap();
+    assert_eq!(n, head.len());
+    assert_eq!(req.url, "/websocket?x=1");
+    assert_eq!(req.path(), "/websocket");
+}

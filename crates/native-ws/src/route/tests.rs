@@ -41,3 +41,21 @@ fn path_matches_table() {
         );
     }
 }
+
+#[test]
+fn absolute_form_targets_give_their_origin_form() {
+    for (target, want) in [
+        ("/websocket", "/websocket"),
+        ("/a?b=c", "/a?b=c"),
+        ("http://host/websocket", "/websocket"),
+        ("http://host:3000/sockjs/1/x/websocket?q=1", "/sockjs/1/x/websocket?q=1"),
+        ("ws://[::1]:80/x", "/x"),
+        ("HTTPS://example.com", "/"),
+        ("http://example.com?x=1", "/?x=1"),
+        ("*", "*"),
+        ("websocket", "websocket"),
+        ("://x/y", "://x/y"),
+    ] {
+        assert_eq!(origin_form(target), want, "{target}");
+    }
+}
