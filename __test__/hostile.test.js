@@ -9,7 +9,7 @@ const assert = require('node:assert/strict');
 const path = require('node:path');
 const WebSocket = require('ws');
 const { scope, waitFor, sleep } = require('./helpers/common');
-const { OP, connectRaw, pingFrame, textFrame } = require('./helpers/raw');
+const { OP, connectRaw, pingFrame, textFrame, rawHttp, upgradeRequestText } = require('./helpers/raw');
 const { runNode, procStats } = require('./helpers/proc');
 
 const MiB = 1024 * 1024;
@@ -157,3 +157,18 @@ for (const mode of MODES) {
     d.reader.destroy();
   });
 }
+
+test('HTTP/1.0 upgrade: 400 "HTTP/1.1 required" on both entry points (RFC 6455 §4.1)', { timeout: 30000 }, async (t) => {
+  const s = scope(t);
+  const answers = {};
+  for (const mode of MODES) {
+    const { child, port } = await startChild(s, { mode });
+    const text = upgradeRequestText({ path: '/echo', key: 'dGhlIHNhbXBsZSBub25jZQ==' }).replace(' HTTP/1.1\r\n', ' HTTP/1.0\r\n');
+    const res = await rawHttp(port, text);
+    answers[mode] = { status: res.status, body: res.body };
+    const st = await child.request({ cmd: 'stats' });
+    assert.equal(st.stats.upgradesAccepted, 0, `${mode}: no upgrade`);
+  }
+  assert.deepEqual(answers.own, { status: 400, body: 'HTTP/1.1 required' });
+  assert.deepEqual(answers.attach, answers.own);
+});

@@ -61,7 +61,7 @@ function takeOver(app, req, socket, head) {
   }
   if (typeof handle.readStop === 'function') handle.readStop();
   try {
-    app._native.adopt(fd, req.method, req.url, req.rawHeaders, head);
+    app._native.adopt(fd, req.method, req.url, req.httpVersion, req.rawHeaders, head);
   } catch (e) {
     // Only dup() can fail here (EMFILE: out of file descriptors). Like a failed accept, this
     // costs one connection, not the server: the client sees the socket close and retries.
@@ -88,7 +88,7 @@ function viaLoopback(app, req, socket, head) {
   const { port, secret } = app._internal;
   // A unix socket's peer has no address: the preamble then names none.
   const peer = socket.remoteAddress === undefined ? '' : ` ${socket.remoteAddress} ${socket.remotePort}`;
-  const lines = [`PEER ${secret}${peer}`, `${req.method} ${req.url} HTTP/1.1`];
+  const lines = [`PEER ${secret}${peer}`, `${req.method} ${req.url} HTTP/${req.httpVersion}`];
   for (let i = 0; i < req.rawHeaders.length; i += 2) lines.push(`${req.rawHeaders[i]}: ${req.rawHeaders[i + 1]}`);
   const inner = net.connect(port, '127.0.0.1');
   inner.setNoDelay(true);

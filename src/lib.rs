@@ -183,6 +183,7 @@ impl NativeApp {
         fd: i32,
         method: String,
         url: String,
+        http_version: String,
         headers: Vec<String>,
         head: BufferSlice,
     ) -> Result<()> {
@@ -194,6 +195,7 @@ impl NativeApp {
             method,
             url: native_ws::route::origin_form(&url).into_owned(),
             headers,
+            before_http_1_1: matches!(http_version.as_str(), "1.0" | "0.9"),
         };
         self.server()?
             .adopt(fd, req, head.to_vec())

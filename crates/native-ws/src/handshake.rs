@@ -21,6 +21,10 @@ pub struct Request {
     /// reduced to it, see [`crate::route::origin_form`])
     pub url: String,
     pub headers: Vec<(String, String)>,
+    /// An HTTP/1.0 (or older) request: refused with 400 "HTTP/1.1 required" (RFC 6455 §4.1
+    /// needs HTTP/1.1 or higher). Raw heads are refused while parsing; a request parsed by Node
+    /// carries its version here so both entry points answer alike.
+    pub before_http_1_1: bool,
 }
 
 impl Request {
@@ -165,6 +169,7 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
             method: method.to_owned(),
             url: crate::route::origin_form(url).into_owned(),
             headers,
+            before_http_1_1: false,
         },
         consumed,
     )))
@@ -191,6 +196,9 @@ pub struct Upgrade {
 /// # Errors
 /// The [`HttpError`] to answer with when the request is not an acceptable upgrade (405, 400, 426).
 pub fn validate(req: &Request) -> Result<Upgrade, HttpError> {
+    if req.before_http_1_1 {
+        return Err(NEED_HTTP_11);
+    }
     if req.method != "GET" {
         return Err(METHOD_NOT_ALLOWED);
     }

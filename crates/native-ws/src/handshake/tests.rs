@@ -41,6 +41,7 @@ fn good() -> Request {
             h("sec-websocket-version", "13"),
             h("sec-websocket-key", KEY),
         ],
+        before_http_1_1: false,
     }
 }
 
@@ -117,6 +118,7 @@ fn request_accessors() {
         method: "GET".into(),
         url: "/a/b?c=d?e".into(),
         headers: vec![h("x", "1"), h("y", "2"), h("x", "3")],
+        ..Request::default()
     };
     assert_eq!(req.path(), "/a/b");
     assert_eq!(req.header("x"), Some("1"));
@@ -515,4 +517,12 @@ fn absolute_form_request_target_is_routed_by_its_path() {
     assert_eq!(n, head.len());
     assert_eq!(req.url, "/websocket?x=1");
     assert_eq!(req.path(), "/websocket");
+}
+
+#[test]
+fn a_request_before_http_1_1_is_refused_like_a_raw_http_1_0_head() {
+    let raw = parse_request(b"GET /ws HTTP/1.0\r\nHost: x\r\n\r\n").unwrap_err();
+    let adopted = validate(&Request { before_http_1_1: true, ..good() }).unwrap_err();
+    assert_eq!(raw, adopted);
+    assert_eq!((adopted.status, adopted.message), (400, "HTTP/1.1 required"));
 }
