@@ -172,3 +172,22 @@ test('HTTP/1.0 upgrade: 400 "HTTP/1.1 required" on both entry points (RFC 6455 Â
   assert.deepEqual(answers.own, { status: 400, body: 'HTTP/1.1 required' });
   assert.deepEqual(answers.attach, answers.own);
 });
+
+test('a second setup() of the Meteor adapter on one server path, or a second attach() of one app, throws naming the path', async (t) => {
+  const http = require('node:http');
+  const { App } = require('..');
+  const { createNativeTransport } = require('../meteor');
+  const server = http.createServer();
+  const app = App();
+  t.after(() => { app.close(); server.close(); });
+  app.ws('/websocket', {});
+  app.attach(server);
+  assert.throws(() => app.attach(server), /already attached.*\/websocket/);
+  const meteorServer = http.createServer();
+  t.after(() => meteorServer.close());
+  createNativeTransport({ settings: {} }).setup(meteorServer, '/prefix', {});
+  assert.throws(() => createNativeTransport({ settings: {} }).setup(meteorServer, '/prefix', {}), /already set up.*"\/prefix\/websocket"/);
+  // Another prefix on the same server is fine.
+  createNativeTransport({ settings: {} }).setup(meteorServer, '/other', {});
+  meteorServer.emit('close');
+});

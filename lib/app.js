@@ -53,6 +53,9 @@ class TemplatedApp {
 
   attach(server, options) {
     const { paths } = O.attachOptions(server, options, this._routes.map((r) => r.pattern));
+    if (this._attached.some((a) => a.server === server)) {
+      throw new Error(`attach: this app is already attached to this server (paths ${paths.join(', ')}); attach it once`);
+    }
     this._attached.push(attach(this, server, paths));
     return this;
   }

@@ -302,6 +302,10 @@ function createNativeTransport(opts = {}) {
   };
 }
 
+// http.Server → the DDP paths already set up on it: a second setup on one server and path
+// throws (the second would silently take every upgrade from the first).
+const setUpPaths = new WeakMap();
+
 function setupNative(httpServer, pathPrefix, options, opts) {
   if (!httpServer || typeof httpServer.on !== 'function') {
     throw new TypeError('ddp-transport-native: setup(httpServer, pathPrefix, options) needs an http.Server');
@@ -315,6 +319,12 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   const logger = opts.logger || console;
   const prefix = typeof pathPrefix === 'string' ? pathPrefix.replace(/\/+$/, '') : '';
   const paths = [prefix + '/websocket', prefix + '/websocket/'];
+  const taken = setUpPaths.get(httpServer) || new Set();
+  if (taken.has(paths[0])) {
+    throw new Error(`ddp-transport-native: already set up on this http.Server for "${paths[0]}" (set it up once per server and path prefix)`);
+  }
+  taken.add(paths[0]);
+  setUpPaths.set(httpServer, taken);
 
   const events = new EventEmitter();
   const app = core.App({ threads: settings.threads });
