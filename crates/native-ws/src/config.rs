@@ -46,5 +46,9 @@ pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 pub const CORK_LIMIT: usize = 16 * 1024;
 /// Largest capacity a connection's outbound queue or message buffer keeps once it is empty.
 pub const MAX_IDLE_CAPACITY: usize = 64 * 1024;
+/// Pong frames that may wait unsent on one socket: every ping is answered while they fit; past
+/// this a newer ping's pong replaces them (RFC 6455 §5.5.3 allows answering only the latest), so
+/// a ping flood from a peer that never reads costs at most this much.
+pub const MAX_PENDING_PONG_BYTES: usize = 2048;
 /// Size of the per-I/O-thread receive buffer.
 pub const READ_CHUNK: usize = 64 * 1024;

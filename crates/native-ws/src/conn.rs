@@ -8,7 +8,7 @@
 //! it has emptied the queue. The queue lock is never held across an await.
 
 use crate::codec;
-use crate::config::{Behavior, CORK_LIMIT, MAX_IDLE_CAPACITY};
+use crate::config::{Behavior, CORK_LIMIT, MAX_IDLE_CAPACITY, MAX_PENDING_PONG_BYTES};
 use crate::extensions::Negotiated;
 use crate::stats::Stats;
 use std::io::{self, Write};
@@ -99,8 +99,8 @@ struct Outbox {
 /// One slot for two things that never coexist (keeps `Conn` small).
 enum Last {
     None,
-    /// The one pending pong frame: a newer ping replaces it (RFC 6455 §5.5.3), so a ping flood
-    /// queues at most one pong; appended to `buf` when the task takes the queue.
+    /// Pending pong frames, at most MAX_PENDING_PONG_BYTES: past that a newer ping's pong
+    /// replaces them (RFC 6455 §5.5.3); appended to `buf` when the task takes the queue.
     Pong(Vec<u8>),
     /// Code and reason of the close frame we queued.
     CloseSent(u16, String),
@@ -408,9 +408,9 @@ impl Conn {
         true
     }
 
-    /// Task side: answer a ping. At most one pong waits in the queue: a newer ping's payload
-    /// replaces it (RFC 6455 §5.5.3), so a peer that floods pings and never reads costs one
-    /// pong, counted in the buffered amount. False once our close frame is queued.
+    /// Task side: answer a ping. Pongs wait unsent up to MAX_PENDING_PONG_BYTES; past that the
+    /// newest replaces them (RFC 6455 §5.5.3), so a peer that floods pings and never reads costs
+    /// a bounded, counted amount. False once our close frame is queued.
     pub(crate) fn queue_pong(&self, payload: &[u8]) -> bool {
         let mut ob = self.lock();
         if ob.state != State::Open {
@@ -421,7 +421,9 @@ impl Conn {
             _ => Vec::new(),
         };
         let before = pong.len();
-        pong.clear();
+        if before + codec::header_size(payload.len(), false) + payload.len() > MAX_PENDING_PONG_BYTES {
+            pong.clear();
+        }
         codec::write_frame(&mut pong, true, false, codec::OP_PONG, payload);
         self.rebalance(before, pong.len());
         ob.last = Last::Pong(pong);

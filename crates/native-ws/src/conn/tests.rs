@@ -93,12 +93,17 @@ fn pongs_are_coalesced_and_counted() {
     for i in 0..10_000u32 {
         assert!(c.queue_pong(&i.to_be_bytes()));
     }
-    // One pong (2 + 4 bytes) is all that waits, and it is part of the buffered amount.
-    assert_eq!(c.buffered_amount(), 6);
+    // At most MAX_PENDING_PONG_BYTES of pongs (6 bytes each) wait, counted in the buffered
+    // amount, the newest last.
+    let per_run = MAX_PENDING_PONG_BYTES / 6;
+    let kept = (10_000 - 1) % per_run + 1;
+    assert_eq!(c.buffered_amount(), kept * 6);
     let mut t = Taken::default();
     assert_eq!(c.take(&mut t), Take::Taken);
     let mut want = Vec::new();
-    codec::write_frame(&mut want, true, false, codec::OP_PONG, &9_999u32.to_be_bytes());
+    for i in 10_000 - kept as u32..10_000 {
+        codec::write_frame(&mut want, true, false, codec::OP_PONG, &i.to_be_bytes());
+    }
     assert_eq!(t.buf, want);
 }
 
@@ -120,7 +125,7 @@ fn a_pending_pong_goes_out_before_our_close_frame() {
 #[test]
 fn over_limit_follows_the_buffered_amount() {
     let (ours, _peer) = UnixStream::pair().unwrap();
-    let behavior = Behavior { max_backpressure: 4, ..Behavior::default() };
+    let behavior = Behavior { max_backpressure: 6, ..Behavior::default() };
     let c = Conn::new(1, ours.as_raw_fd(), Arc::new(behavior), None, Arc::new(Stats::default()));
     assert!(c.queue_pong(b"ab"));
     assert!(!c.over_limit());
