@@ -459,3 +459,33 @@ fn flate2_refuses_eight_bit_windows() {
         let _ = Inflater::new(bits, false);
     }
 }
+
+/// One-core timing of compressing the 4 KiB realistic DDP document (bench/ddp-doc.js) per window:
+/// `cargo test --release -p native-ws timing_4k -- --ignored --nocapture` (pin it: `taskset -c 1`).
+#[test]
+#[ignore]
+fn timing_4k_document() {
+    let doc = include_bytes!("doc4k.json");
+    for (level, bits) in [(1u32, 9u8), (1, 15), (2, 15), (3, 15), (6, 15)] {
+        let mut d = Deflater::new(level, bits, true);
+        let mut out = Vec::new();
+        let n = 4000;
+        for _ in 0..200 {
+            out.clear();
+            d.compress(doc, &mut out);
+        }
+        let t0 = std::time::Instant::now();
+        for _ in 0..n {
+            out.clear();
+            d.compress(doc, &mut out);
+        }
+        let us = t0.elapsed().as_secs_f64() * 1e6 / n as f64;
+        println!(
+            "level {level} window {bits}: {us:.1} µs per message, {} → {} bytes ({:.2}×), {:.2} ns per input byte",
+            doc.len(),
+            out.len(),
+            doc.len() as f64 / out.len() as f64,
+            us * 1e3 / doc.len() as f64
+        );
+    }
+}

@@ -50,9 +50,10 @@ fn default_config_is_meteors() {
 #[test]
 fn browsers_and_libraries_with_meteor_defaults() {
     let d = DeflateConfig::default();
+    // The response is faye's; our deflater uses 15 bits (the client did not constrain it).
     let expected = Some((
         "permessage-deflate; server_no_context_takeover".to_string(),
-        9,
+        15,
         15,
         true,
         false,
@@ -469,4 +470,28 @@ fn out_of_range_config_is_clamped() {
             false
         ))
     );
+}
+
+#[test]
+fn meteor_defaults_window_is_ours_unless_the_client_constrains_it() {
+    let d = DeflateConfig::default();
+    // Chrome and Firefox: the response is exactly faye's; our deflater uses 15 bits.
+    for offer in ["permessage-deflate; client_max_window_bits", "permessage-deflate"] {
+        let n = negotiate(offer, &d).unwrap();
+        assert_eq!(n.response, "permessage-deflate; server_no_context_takeover");
+        assert_eq!(n.server_window_bits, 15, "{offer}");
+    }
+    // A client that asks for a window gets Meteor's 8 (served by 9 bits).
+    let n = negotiate("permessage-deflate; server_max_window_bits=12", &d).unwrap();
+    assert_eq!(
+        n.response,
+        "permessage-deflate; server_no_context_takeover; server_max_window_bits=8"
+    );
+    assert_eq!(n.server_window_bits, 9);
+    // With context takeover the window stays the configured one (it lives per connection).
+    let takeover = DeflateConfig {
+        no_context_takeover: false,
+        ..DeflateConfig::default()
+    };
+    assert_eq!(negotiate("permessage-deflate", &takeover).unwrap().server_window_bits, 9);
 }
