@@ -3,6 +3,7 @@
 //! defaults, and the close codes an endpoint may send.
 
 use crate::bridge::EventKind;
+use crate::send::SendKind;
 use crate::CompressionOptions;
 use napi_derive::napi;
 use native_ws::codec::{is_valid_close_code, CLOSE_TRY_AGAIN};
@@ -39,6 +40,16 @@ pub struct RouteDefaults {
     pub send_pings_automatically: bool,
 }
 
+/// `send`'s optional fifth argument (see send.rs `SendKind`).
+#[napi(object)]
+pub struct SendKinds {
+    pub message: u32,
+    pub first_fragment: u32,
+    pub fragment: u32,
+    pub last_fragment: u32,
+    pub ping: u32,
+}
+
 #[napi(object)]
 pub struct CloseCodeRange {
     pub from: u32,
@@ -48,6 +59,9 @@ pub struct CloseCodeRange {
 #[napi(object)]
 pub struct Constants {
     pub send_status: SendStatuses,
+    pub send_kind: SendKinds,
+    /// Route patterns with this prefix are matched by uWebSockets.js's rules (native_ws::route).
+    pub uws_pattern_prefix: String,
     pub event: EventKinds,
     pub route_defaults: RouteDefaults,
     pub compression_defaults: CompressionOptions,
@@ -77,6 +91,14 @@ pub fn constants() -> Constants {
             success: SendStatus::Success as u32,
             dropped: SendStatus::Dropped as u32,
         },
+        send_kind: SendKinds {
+            message: SendKind::Message as u32,
+            first_fragment: SendKind::FirstFragment as u32,
+            fragment: SendKind::Fragment as u32,
+            last_fragment: SendKind::LastFragment as u32,
+            ping: SendKind::Ping as u32,
+        },
+        uws_pattern_prefix: native_ws::UWS_PATTERN_PREFIX.to_string(),
         event: EventKinds {
             open: EventKind::Open as u32,
             text: EventKind::Text as u32,

@@ -308,6 +308,14 @@ pub fn path_matches(pattern: String, path: String) -> bool {
     native_ws::path_matches(&pattern, &path)
 }
 
+/// The route parameters of `path` under `pattern` as flat [name, value, ...] (":name" segments in
+/// pattern order), or null when the path does not match (see native_ws::route).
+#[napi]
+pub fn route_params(pattern: String, path: String) -> Option<Vec<String>> {
+    native_ws::route_params(&pattern, &path)
+        .map(|ps| ps.into_iter().flat_map(|(n, v)| [n.to_string(), v.to_string()]).collect())
+}
+
 /// A request target in origin form (an absolute-form target gives its path and query), as the
 /// core routes it.
 #[napi]

@@ -1,5 +1,6 @@
 //! The one door for outbound messages: `send(id, data, binary, compress)` queues `data` (a string,
 //! or bytes: Buffer, any TypedArray, DataView or ArrayBuffer) as one frame on socket `id`, and
+//! `publish(ids, data, binary, compress)` queues one payload, encoded once, on many sockets, and
 //! `flushAll()` writes every socket that queued frames in this JS tick (one write per socket).
 //!
 //! Both are plain N-API callbacks, registered on the module's exports at load time: napi-rs
@@ -16,7 +17,8 @@
 
 use crate::sockets;
 use napi::sys;
-use native_ws::codec::{OP_BINARY, OP_TEXT};
+use native_ws::codec::{OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT};
+use native_ws::conn::NOT_FINAL;
 use native_ws::{Conn, SendStatus};
 use std::cell::RefCell;
 use std::ffi::{c_void, CStr};
@@ -32,6 +34,41 @@ thread_local! {
 const ONE_PASS_MAX_UNITS: usize = 64 * 1024;
 
 const OK: sys::napi_status = sys::Status::napi_ok;
+
+/// The optional fifth argument of `send`: what frame to queue (JS reads these via constants.rs).
+#[derive(Clone, Copy, PartialEq, Eq)]
+#[repr(u32)]
+pub enum SendKind {
+    /// A whole message (the default).
+    Message = 0,
+    /// The first fragment of a message (FIN=0, text/binary opcode).
+    FirstFragment = 1,
+    /// A middle fragment (FIN=0, continuation).
+    Fragment = 2,
+    /// The last fragment (FIN=1, continuation).
+    LastFragment = 3,
+    /// A ping (payload at most 125 bytes: longer is cut).
+    Ping = 4,
+}
+
+impl SendKind {
+    fn from_u32(k: u32) -> Option<SendKind> {
+        [Self::Message, Self::FirstFragment, Self::Fragment, Self::LastFragment, Self::Ping].get(k as usize).copied()
+    }
+
+    /// The opcode (with [`NOT_FINAL`] for a fragment that is not the last) and whether it may be
+    /// compressed (fragments and pings never are).
+    fn opcode(self, binary: bool) -> (u8, bool) {
+        let data = if binary { OP_BINARY } else { OP_TEXT };
+        match self {
+            SendKind::Message => (data, true),
+            SendKind::FirstFragment => (data | NOT_FINAL, false),
+            SendKind::Fragment => (OP_CONTINUATION | NOT_FINAL, false),
+            SendKind::LastFragment => (OP_CONTINUATION, false),
+            SendKind::Ping => (OP_PING, false),
+        }
+    }
+}
 
 /// What `send` answers for a socket that is already closed.
 pub const CLOSED: SendStatus = SendStatus::Dropped;
@@ -139,26 +176,63 @@ unsafe fn bytes_of<'a>(env: sys::napi_env, v: sys::napi_value) -> Option<&'a [u8
     Some(if len == 0 || data.is_null() { &[] } else { std::slice::from_raw_parts(data as *const u8, len) })
 }
 
-/// `send(id, data, binary, compress)` → SendStatus (DROPPED once the socket closed).
-unsafe extern "C" fn send(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
-    let mut argc = 4usize;
-    let mut argv = [ptr::null_mut(); 4];
+/// Up to N arguments of a call, and how many were given.
+unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info) -> Option<([sys::napi_value; N], usize)> {
+    let mut argc = N;
+    let mut argv = [ptr::null_mut(); N];
     if sys::napi_get_cb_info(env, info, &mut argc, argv.as_mut_ptr(), ptr::null_mut(), ptr::null_mut()) != OK {
-        return ptr::null_mut();
+        return None;
     }
-    let (mut id, mut binary, mut compress) = (0u32, false, false);
+    Some((argv, argc))
+}
+
+/// The payload as bytes owned for this call: a string encoded to UTF-8 once, bytes copied once.
+unsafe fn payload_bytes(env: sys::napi_env, data: sys::napi_value) -> Option<Vec<u8>> {
+    let mut kind = 0;
+    sys::napi_typeof(env, data, &mut kind);
+    if kind == sys::ValueType::napi_string {
+        let mut len = 0usize;
+        sys::napi_get_value_string_utf8(env, data, ptr::null_mut(), 0, &mut len);
+        let mut out = vec![0u8; len + 1];
+        let mut written = 0usize;
+        sys::napi_get_value_string_utf8(env, data, out.as_mut_ptr().cast(), len + 1, &mut written);
+        out.truncate(written);
+        Some(out)
+    } else {
+        bytes_of(env, data).map(<[u8]>::to_vec)
+    }
+}
+
+/// `send(id, data, binary, compress[, kind])` → SendStatus (DROPPED once the socket closed).
+/// `kind` is a [`SendKind`] (default: a whole message).
+unsafe extern "C" fn send(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    let Some((argv, argc)) = args::<5>(env, info) else {
+        return ptr::null_mut();
+    };
+    let (mut id, mut binary, mut compress, mut kind) = (0u32, false, false, 0u32);
     if argc < 4
         || sys::napi_get_value_uint32(env, argv[0], &mut id) != OK
         || sys::napi_get_value_bool(env, argv[2], &mut binary) != OK
         || sys::napi_get_value_bool(env, argv[3], &mut compress) != OK
+        || (argc > 4 && sys::napi_get_value_uint32(env, argv[4], &mut kind) != OK)
     {
-        return throw_type_error(env, c"send(id: number, data, binary: boolean, compress: boolean)");
+        return throw_type_error(env, c"send(id: number, data, binary: boolean, compress: boolean, kind?: number)");
     }
-    let opcode = if binary { OP_BINARY } else { OP_TEXT };
+    let Some(kind) = SendKind::from_u32(kind) else {
+        return throw_type_error(env, c"send: kind must be one of constants().sendKind");
+    };
+    let (opcode, compressible) = kind.opcode(binary);
+    let compress = compress && compressible;
     let data = argv[1];
-    let mut kind = 0;
-    sys::napi_typeof(env, data, &mut kind);
-    let status = if kind == sys::ValueType::napi_string {
+    let mut js_type = 0;
+    sys::napi_typeof(env, data, &mut js_type);
+    let status = if kind == SendKind::Ping {
+        let Some(mut bytes) = payload_bytes(env, data) else {
+            return throw_type_error(env, c"ping: data must be a string, Buffer, ArrayBuffer or ArrayBufferView");
+        };
+        bytes.truncate(125);
+        queue(id, opcode, bytes.len(), false, |out| out.extend_from_slice(&bytes))
+    } else if js_type == sys::ValueType::napi_string {
         send_string(env, id, data, opcode, compress)
     } else if let Some(bytes) = bytes_of(env, data) {
         queue(id, opcode, bytes.len(), compress, |out| out.extend_from_slice(bytes))
@@ -168,6 +242,46 @@ unsafe extern "C" fn send(env: sys::napi_env, info: sys::napi_callback_info) -> 
     js_u32(env, status as u32)
 }
 
+/// `publish(ids: Uint32Array, data, binary, compress)` → how many sockets queued it (not
+/// DROPPED). The payload is encoded (or copied from JS) ONCE and the same bytes are queued on
+/// every socket, in the order of `ids`, each behind whatever that socket already queued.
+unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
+    const USAGE: &CStr = c"publish(ids: Uint32Array, data: string | bytes, binary: boolean, compress: boolean)";
+    let Some((argv, argc)) = args::<4>(env, info) else {
+        return ptr::null_mut();
+    };
+    let (mut binary, mut compress) = (false, false);
+    if argc < 4
+        || sys::napi_get_value_bool(env, argv[2], &mut binary) != OK
+        || sys::napi_get_value_bool(env, argv[3], &mut compress) != OK
+    {
+        return throw_type_error(env, USAGE);
+    }
+    let (mut t, mut count, mut offset) = (0, 0usize, 0usize);
+    let (mut ptr_ids, mut ab): (*mut c_void, _) = (ptr::null_mut(), ptr::null_mut());
+    let mut is = false;
+    if sys::napi_is_typedarray(env, argv[0], &mut is) != OK
+        || !is
+        || sys::napi_get_typedarray_info(env, argv[0], &mut t, &mut count, &mut ptr_ids, &mut ab, &mut offset) != OK
+        || t != sys::TypedarrayType::uint32_array
+    {
+        return throw_type_error(env, USAGE);
+    }
+    // SAFETY: N-API reports `ptr_ids` valid for `count` u32s while the array is alive (this call).
+    let ids: &[u32] = if count == 0 || ptr_ids.is_null() { &[] } else { std::slice::from_raw_parts(ptr_ids as *const u32, count) };
+    let Some(bytes) = payload_bytes(env, argv[1]) else {
+        return throw_type_error(env, USAGE);
+    };
+    let opcode = if binary { OP_BINARY } else { OP_TEXT };
+    let mut queued = 0u32;
+    for &id in ids {
+        if queue(id, opcode, bytes.len(), compress, |out| out.extend_from_slice(&bytes)) != SendStatus::Dropped {
+            queued += 1;
+        }
+    }
+    js_u32(env, queued)
+}
+
 unsafe extern "C" fn flush_all(_env: sys::napi_env, _info: sys::napi_callback_info) -> sys::napi_value {
     flush_dirty();
     ptr::null_mut()
@@ -175,7 +289,8 @@ unsafe extern "C" fn flush_all(_env: sys::napi_env, _info: sys::napi_callback_in
 
 /// Add `send` and `flushAll` to the module's exports.
 pub unsafe fn register(env: sys::napi_env, exports: sys::napi_value) -> napi::Result<()> {
-    let calls: [(&CStr, sys::napi_callback); 2] = [(c"send", Some(send)), (c"flushAll", Some(flush_all))];
+    let calls: [(&CStr, sys::napi_callback); 3] =
+        [(c"send", Some(send)), (c"publish", Some(publish)), (c"flushAll", Some(flush_all))];
     for (name, cb) in calls {
         let mut f = ptr::null_mut();
         let status = sys::napi_create_function(env, name.as_ptr(), name.to_bytes().len() as isize, cb, ptr::null_mut(), &mut f);

@@ -27,6 +27,10 @@ pub enum SendStatus {
     Dropped = 2,
 }
 
+/// Or'ed into [`Conn::send`]'s opcode: a frame with FIN=0 (a fragment other than the last);
+/// fragments are never compressed.
+pub const NOT_FINAL: u8 = 0x80;
+
 pub(crate) const CTL_WRITE: u8 = 1;
 pub(crate) const CTL_END: u8 = 2;
 pub(crate) const CTL_CLOSE: u8 = 4;
@@ -207,7 +211,9 @@ impl Conn {
             }
             return (SendStatus::Dropped, false);
         }
-        let deflate = compress && self.deflate.is_some();
+        let fin = opcode & NOT_FINAL == 0;
+        let opcode = opcode & !NOT_FINAL;
+        let deflate = compress && fin && opcode != codec::OP_CONTINUATION && self.deflate.is_some();
         let ob = &mut *ob;
         let len = if deflate && min_len >= self.threshold {
             let start = ob.job_data.len();
@@ -238,7 +244,7 @@ impl Conn {
                     len,
                 });
             } else {
-                let (hdr, n) = codec::encode_header(true, false, opcode, len, None);
+                let (hdr, n) = codec::encode_header(fin, false, opcode, len, None);
                 if n == guess {
                     ob.buf[at..at + n].copy_from_slice(&hdr[..n]);
                 } else {

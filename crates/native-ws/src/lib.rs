@@ -40,6 +40,6 @@ pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
 pub use extensions::DeflateConfig;
 pub use handler::{Decision, Handler, OpenInfo, UpgradeInfo};
-pub use route::path_matches;
+pub use route::{path_matches, route_params, UWS_PATTERN_PREFIX};
 pub use server::{release_id, Server};
 pub use stats::Stats;

@@ -43,6 +43,45 @@ fn path_matches_table() {
 }
 
 #[test]
+fn parameters_and_uws_rules() {
+    // uWS's own results (probed on uws-pack 20.0.8): strict segments, "/x/*" needs the slash.
+    let table: &[(&str, &str, Option<&[(&str, &str)]>)] = &[
+        ("uws:/a/:id", "/a/1", Some(&[("id", "1")])),
+        ("uws:/a/:id", "/a/1/", None),
+        ("uws:/a/:id", "/a/", None),
+        ("uws:/a/:id", "/a", None),
+        ("uws:/a/:id", "/a/1/2", None),
+        ("uws:/a/:id", "/a/%20x", Some(&[("id", "%20x")])),
+        ("uws:/b/*", "/b", None),
+        ("uws:/b/*", "/b/", Some(&[])),
+        ("uws:/b/*", "/b/x/y", Some(&[])),
+        ("uws:/b/*", "/bx", None),
+        ("uws:/c/:x/d", "/c/9/d", Some(&[("x", "9")])),
+        ("uws:/c/:x/d", "/c/9/d/", None),
+        ("uws:/e/:y/*", "/e/1", None),
+        ("uws:/e/:y/*", "/e/1/", Some(&[("y", "1")])),
+        ("uws:/e/:y/*", "/e/1/z/w", Some(&[("y", "1")])),
+        ("uws:/f", "/f", Some(&[])),
+        ("uws:/f", "/f/", None),
+        ("uws:/*", "/", Some(&[])),
+        ("uws:/r/:a/:b", "/r/1/2", Some(&[("a", "1"), ("b", "2")])),
+        // the main API's tolerant rules, with parameters
+        ("/room/:id", "/room/7", Some(&[("id", "7")])),
+        ("/room/:id", "/room/7/", Some(&[("id", "7")])),
+        ("/room/:id", "/room/", None),
+        ("/room/:id/*", "/room/7", Some(&[("id", "7")])),
+        ("/chat/*", "/chat", Some(&[])),
+        ("/ws", "/ws/", Some(&[])),
+        ("/ws", "/x", None),
+    ];
+    for &(pattern, path, want) in table {
+        let got = route_params(pattern, path);
+        assert_eq!(got.as_deref(), want, "route_params({pattern:?}, {path:?})");
+        assert_eq!(path_matches(pattern, path), want.is_some(), "path_matches({pattern:?}, {path:?})");
+    }
+}
+
+#[test]
 fn absolute_form_targets_give_their_origin_form() {
     for (target, want) in [
         ("/websocket", "/websocket"),
