@@ -91,6 +91,78 @@ function routeOptions(pattern, behavior) {
   };
 }
 
+// ---- the uWebSockets.js compat surface (lib/uws) ------------------------------------------
+
+/** uWS's CompressOptions bits (values as uWebSockets.js v20 defines them). */
+const UWS_COMPRESS = Object.freeze({
+  DISABLED: 0,
+  SHARED_COMPRESSOR: 1,
+  SHARED_DECOMPRESSOR: 1 << 8,
+  DEDICATED_DECOMPRESSOR_512B: 9 << 8,
+  DEDICATED_DECOMPRESSOR_1KB: 10 << 8,
+  DEDICATED_DECOMPRESSOR_2KB: 11 << 8,
+  DEDICATED_DECOMPRESSOR_4KB: 12 << 8,
+  DEDICATED_DECOMPRESSOR_8KB: 13 << 8,
+  DEDICATED_DECOMPRESSOR_16KB: 14 << 8,
+  DEDICATED_DECOMPRESSOR_32KB: 15 << 8,
+  DEDICATED_DECOMPRESSOR: 15 << 8,
+  DEDICATED_COMPRESSOR_3KB: (9 << 4) | 1,
+  DEDICATED_COMPRESSOR_4KB: (9 << 4) | 2,
+  DEDICATED_COMPRESSOR_8KB: (10 << 4) | 3,
+  DEDICATED_COMPRESSOR_16KB: (11 << 4) | 4,
+  DEDICATED_COMPRESSOR_32KB: (12 << 4) | 5,
+  DEDICATED_COMPRESSOR_64KB: (13 << 4) | 6,
+  DEDICATED_COMPRESSOR_128KB: (14 << 4) | 7,
+  DEDICATED_COMPRESSOR_256KB: (15 << 4) | 8,
+  DEDICATED_COMPRESSOR: (15 << 4) | 8,
+});
+
+const UWS_HANDLERS = ['dropped', 'subscription', 'ping', 'pong'];
+const UWS_DEFAULTS = Object.freeze({ maxPayloadLength: 16 * 1024, idleTimeout: 120, maxBackpressure: 64 * 1024 });
+
+/** uWS `compression` bits → our compression object (or the object/boolean form as is). Shared
+ *  compressor: no context takeover (one compressor per thread); dedicated: context takeover with
+ *  the window and memLevel the size implies; shared decompressor: ask the client for
+ *  client_no_context_takeover; dedicated decompressor: ask for its window. A decompressor alone
+ *  negotiates the extension but never compresses. */
+function uwsCompression(flags, where) {
+  if (typeof flags !== 'number') return flags;
+  const valid = new Set(Object.values(UWS_COMPRESS));
+  const comp = flags & 0xff;
+  const decomp = flags & 0xf00;
+  if (!Number.isInteger(flags) || flags & ~0xfff || !valid.has(comp) || !valid.has(decomp)) {
+    throw new TypeError(`${where} must be a uWS compression constant (DISABLED, SHARED_COMPRESSOR, DEDICATED_COMPRESSOR_3KB…_256KB, or'ed with SHARED_DECOMPRESSOR / DEDICATED_DECOMPRESSOR_512B…_32KB) or our options object, got ${describe(flags)}`);
+  }
+  if (flags === 0) return false;
+  const c = { threshold: 0 };
+  if (comp === 0) c.threshold = 2 ** 31;
+  else if (comp === UWS_COMPRESS.SHARED_COMPRESSOR) c.noContextTakeover = true;
+  else Object.assign(c, { noContextTakeover: false, maxWindowBits: comp >> 4, memLevel: comp & 15 });
+  if (decomp === UWS_COMPRESS.SHARED_DECOMPRESSOR) c.requestNoContextTakeover = true;
+  else if (decomp !== 0) c.requestMaxWindowBits = decomp >> 8;
+  return c;
+}
+
+/** `App().ws(pattern, behavior)` of the uWS surface → { opts (native route options), maxLifetime
+ *  (minutes) }. uWS defaults: maxPayloadLength 16 KiB, maxBackpressure 64 KiB, idleTimeout 120
+ *  (0 or at least 8, as uWS requires). */
+function uwsRouteOptions(pattern, behavior) {
+  if (behavior === undefined) behavior = {};
+  checkKeys(behavior, [...BEHAVIOR_KEYS, ...UWS_HANDLERS, 'maxLifetime'], 'behavior');
+  const where = `behavior for "${pattern}"`;
+  for (const h of UWS_HANDLERS) {
+    if (behavior[h] !== undefined && typeof behavior[h] !== 'function') {
+      throw new TypeError(`${where}.${h} must be a function, got ${describe(behavior[h])}`);
+    }
+  }
+  const idle = intOption(behavior, 'idleTimeout', where, 0, 86400, UWS_DEFAULTS.idleTimeout);
+  if (idle > 0 && idle < 8) throw new RangeError(`${where}.idleTimeout must be 0 or from 8 to 86400 (as in uWS), got ${idle}`);
+  const maxLifetime = intOption(behavior, 'maxLifetime', where, 0, 240, 0);
+  const base = { ...UWS_DEFAULTS, ...behavior, compression: uwsCompression(behavior.compression, `${where}.compression`) };
+  for (const k of [...UWS_HANDLERS, 'maxLifetime']) delete base[k];
+  return { opts: routeOptions(pattern.startsWith('*') ? `/${pattern}` : pattern, base), maxLifetime };
+}
+
 /** `App(options)` → the number of I/O threads. */
 function appOptions(options) {
   if (options === undefined) options = {};
@@ -163,6 +235,9 @@ function nativeError(e, what) {
 }
 
 module.exports = {
+  UWS_COMPRESS,
+  uwsCompression,
+  uwsRouteOptions,
   describe,
   compressionOptions,
   routeOptions,

@@ -29,6 +29,14 @@ function headerObject(joined) {
   return headers;
 }
 
+/** Write this tick's queued frames at the end of the tick (once per tick). */
+function scheduleFlush() {
+  if (!flushScheduled) {
+    flushScheduled = true;
+    process.nextTick(flushAll);
+  }
+}
+
 class WebSocket {
   /** `info` is the open event's object (see src/bridge.rs): remoteAddress, remotePort, url,
    *  protocol, extensions, route, token, headers (joined). */
@@ -54,10 +62,7 @@ class WebSocket {
     if (this._ending) return SendStatus.DROPPED;
     const binary = typeof data === 'string' ? isBinary === true : isBinary !== false;
     const r = native.send(this._h, data, binary, compress !== false);
-    if (!flushScheduled) {
-      flushScheduled = true;
-      process.nextTick(flushAll);
-    }
+    scheduleFlush();
     return r;
   }
 
@@ -120,4 +125,4 @@ class WebSocket {
   }
 }
 
-module.exports = { WebSocket, headerObject };
+module.exports = { WebSocket, headerObject, scheduleFlush };

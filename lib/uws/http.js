@@ -1,0 +1,133 @@
+'use strict';
+// `upgrade(res, req, context)` of the uWS surface over the core's upgrade hook (main API's
+// `(req, res)` with accept/reject). req is valid only during the handler, as in uWS; res may
+// answer later (`res.upgrade`, or `writeStatus().writeHeader().end()` to refuse).
+
+const { native } = require('../constants');
+const { arrayBuffer, text, addressBytes } = require('./util');
+
+function expired() {
+  throw new Error('Using uWS.HttpRequest past its lifetime (it is valid only during the upgrade handler)');
+}
+
+class UHttpRequest {
+  constructor(r, pattern) {
+    this._r = r;
+    this._pattern = pattern;
+    this._params = null;
+    const q = r.url.indexOf('?');
+    this._path = q < 0 ? r.url : r.url.slice(0, q);
+    this._query = q < 0 ? undefined : r.url.slice(q + 1);
+    this._valid = true;
+  }
+
+  getHeader(lowerCaseKey) {
+    if (!this._valid) expired();
+    const v = this._r.headers[text(lowerCaseKey)];
+    return v === undefined ? '' : v;
+  }
+
+  getUrl() {
+    if (!this._valid) expired();
+    return this._path;
+  }
+
+  getMethod() {
+    if (!this._valid) expired();
+    return this._r.method.toLowerCase();
+  }
+
+  getCaseSensitiveMethod() {
+    if (!this._valid) expired();
+    return this._r.method;
+  }
+
+  getQuery(key) {
+    if (!this._valid) expired();
+    if (key === undefined || this._query === undefined) return this._query;
+    return new URLSearchParams(this._query).get(text(key)) ?? undefined;
+  }
+
+  forEach(cb) {
+    if (!this._valid) expired();
+    for (const [k, v] of Object.entries(this._r.headers)) cb(k, v);
+  }
+
+  /** By index or by name; "" when there is none (uWS's answer). Matched by the core's rule. */
+  getParameter(which) {
+    if (!this._valid) expired();
+    if (this._params === null) this._params = native.routeParams(this._pattern, this._path) || [];
+    if (typeof which === 'number') return this._params[2 * which + 1] ?? '';
+    const i = this._params.indexOf(text(which));
+    return i >= 0 && i % 2 === 0 ? this._params[i + 1] : '';
+  }
+
+  setYield() {
+    return this;
+  }
+}
+
+class UHttpResponse {
+  constructor(r, res) {
+    this._r = r;
+    this._res = res; // main API: accept(userData, protocol) / reject(status, body)
+    this._status = 200;
+    this._aborted = null;
+    this._answered = false;
+  }
+
+  /** The status code of "401 Unauthorized" (or 401). */
+  writeStatus(status) {
+    this._status = parseInt(text(status), 10) || 200;
+    return this;
+  }
+
+  /** Headers of a refusal are not sent (the core's refusal is status + text body). */
+  writeHeader() {
+    return this;
+  }
+
+  write() {
+    return true;
+  }
+
+  /** Refuse the upgrade: the status given (a status outside 400–599 is served as 403). */
+  end(body) {
+    if (this._answered) return this;
+    this._answered = true;
+    this._res.reject(this._status, body === undefined ? '' : text(body));
+    return this;
+  }
+
+  endWithoutBody() {
+    return this.end();
+  }
+
+  upgrade(userData, secWebSocketKey, secWebSocketProtocol, secWebSocketExtensions, context) {
+    if (this._answered) return;
+    this._answered = true;
+    const p = secWebSocketProtocol === undefined ? '' : text(secWebSocketProtocol);
+    // uWS echoes what it is given; a client offering "a, b" and handed the whole header gets "a".
+    this._res.accept(userData, p === '' ? undefined : p.split(',')[0].trim());
+  }
+
+  onAborted(cb) {
+    this._aborted = cb;
+    return this;
+  }
+
+  cork(cb) {
+    cb();
+    return this;
+  }
+
+  getRemoteAddress() {
+    return addressBytes(this._r.remoteAddress);
+  }
+
+  getRemoteAddressAsText() {
+    return arrayBuffer(this._r.remoteAddress || '');
+  }
+}
+
+module.exports = { UHttpRequest, UHttpResponse };

@@ -1,0 +1,124 @@
+// require('ddp-transport-native/uws'): the WebSocket part of uWebSockets.js's API (v20).
+// Differences from uWS.js: see the README, "uWebSockets.js compatibility".
+/// <reference types="node" />
+
+export type RecognizedString = string | ArrayBuffer | Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array | DataView;
+
+export interface WebSocket<UserData> {
+  /** 0 BACKPRESSURE, 1 SUCCESS, 2 DROPPED. isBinary and compress default to false. */
+  send(message: RecognizedString, isBinary?: boolean, compress?: boolean): number;
+  /** Fragments are sent uncompressed. */
+  sendFirstFragment(message: RecognizedString, isBinary?: boolean, compress?: boolean): number;
+  sendFragment(message: RecognizedString, compress?: boolean): number;
+  sendLastFragment(message: RecognizedString, compress?: boolean): number;
+  /** Graceful close; the close handler runs before this returns. */
+  end(code?: number, shortMessage?: RecognizedString): void;
+  /** Forceful close (no close frame); the close handler runs with 1006 before this returns. */
+  close(): void;
+  ping(message?: RecognizedString): number;
+  subscribe(topic: RecognizedString): boolean;
+  unsubscribe(topic: RecognizedString): boolean;
+  isSubscribed(topic: RecognizedString): boolean;
+  getTopics(): string[];
+  /** To every subscriber except this socket; false when the topic has no subscriber. */
+  publish(topic: RecognizedString, message: RecognizedString, isBinary?: boolean, compress?: boolean): boolean;
+  cork(cb: () => void): WebSocket<UserData>;
+  getBufferedAmount(): number;
+  /** 4 bytes (IPv4) or 16 bytes (IPv6, IPv4-mapped included). */
+  getRemoteAddress(): ArrayBuffer;
+  getRemoteAddressAsText(): ArrayBuffer;
+  getUserData(): UserData;
+}
+
+export interface HttpRequest {
+  getHeader(lowerCaseKey: RecognizedString): string;
+  getParameter(index: number | RecognizedString): string;
+  getUrl(): string;
+  getMethod(): string;
+  getCaseSensitiveMethod(): string;
+  getQuery(): string | undefined;
+  getQuery(key: string): string | undefined;
+  forEach(cb: (key: string, value: string) => void): void;
+  setYield(yield_: boolean): HttpRequest;
+}
+
+export interface HttpResponse {
+  /** Refusal status ("401 Unauthorized"); statuses outside 400–599 are served as 403. */
+  writeStatus(status: RecognizedString): HttpResponse;
+  /** Accepted; not sent with a refusal. */
+  writeHeader(key: RecognizedString, value: RecognizedString): HttpResponse;
+  end(body?: RecognizedString): HttpResponse;
+  upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString, secWebSocketExtensions: RecognizedString, context: unknown): void;
+  onAborted(handler: () => void): HttpResponse;
+  cork(cb: () => void): HttpResponse;
+  getRemoteAddress(): ArrayBuffer;
+  getRemoteAddressAsText(): ArrayBuffer;
+}
+
+export interface WebSocketBehavior<UserData> {
+  /** uWS bit flags (DISABLED, SHARED_COMPRESSOR, DEDICATED_COMPRESSOR_xKB | …_DECOMPRESSOR…) or
+   *  the main API's compression object. */
+  compression?: number | boolean | import('./index').CompressionOptions;
+  /** Default 16 KiB. */
+  maxPayloadLength?: number;
+  /** Seconds; 0 or 8..86400. Default 120. */
+  idleTimeout?: number;
+  /** Default 64 KiB. */
+  maxBackpressure?: number;
+  closeOnBackpressureLimit?: boolean;
+  sendPingsAutomatically?: boolean;
+  /** Minutes (0 = off): the socket is closed (as close()) after that long. */
+  maxLifetime?: number;
+  upgrade?: (res: HttpResponse, req: HttpRequest, context: unknown) => void;
+  open?: (ws: WebSocket<UserData>) => void;
+  message?: (ws: WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) => void;
+  dropped?: (ws: WebSocket<UserData>, message: RecognizedString, isBinary: boolean) => void;
+  drain?: (ws: WebSocket<UserData>) => void;
+  /** Accepted; not called yet (the core does not report received pings/pongs). */
+  ping?: (ws: WebSocket<UserData>, message: ArrayBuffer) => void;
+  pong?: (ws: WebSocket<UserData>, message: ArrayBuffer) => void;
+  close?: (ws: WebSocket<UserData>, code: number, message: ArrayBuffer) => void;
+  subscription?: (ws: WebSocket<UserData>, topic: ArrayBuffer, newCount: number, oldCount: number) => void;
+}
+
+export interface us_listen_socket { readonly port: number }
+
+export interface TemplatedApp {
+  ws<UserData>(pattern: string, behavior: WebSocketBehavior<UserData>): TemplatedApp;
+  listen(port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
+  listen(host: string, port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
+  listen(port: number, options: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
+  publish(topic: RecognizedString, message: RecognizedString, isBinary?: boolean, compress?: boolean): boolean;
+  numSubscribers(topic: RecognizedString): number;
+  close(): TemplatedApp;
+}
+
+export interface AppOptions { threads?: number }
+export interface SSLAppOptions extends AppOptions { key_file_name: string; cert_file_name: string; passphrase?: string }
+
+export function App(options?: AppOptions): TemplatedApp;
+export function SSLApp(options: SSLAppOptions): TemplatedApp;
+export function us_listen_socket_close(listenSocket: us_listen_socket): void;
+export function us_socket_local_port(listenSocket: us_listen_socket): number;
+
+export const LIBUS_LISTEN_EXCLUSIVE_PORT: number;
+export const DISABLED: number;
+export const SHARED_COMPRESSOR: number;
+export const SHARED_DECOMPRESSOR: number;
+export const DEDICATED_COMPRESSOR: number;
+export const DEDICATED_COMPRESSOR_3KB: number;
+export const DEDICATED_COMPRESSOR_4KB: number;
+export const DEDICATED_COMPRESSOR_8KB: number;
+export const DEDICATED_COMPRESSOR_16KB: number;
+export const DEDICATED_COMPRESSOR_32KB: number;
+export const DEDICATED_COMPRESSOR_64KB: number;
+export const DEDICATED_COMPRESSOR_128KB: number;
+export const DEDICATED_COMPRESSOR_256KB: number;
+export const DEDICATED_DECOMPRESSOR: number;
+export const DEDICATED_DECOMPRESSOR_512B: number;
+export const DEDICATED_DECOMPRESSOR_1KB: number;
+export const DEDICATED_DECOMPRESSOR_2KB: number;
+export const DEDICATED_DECOMPRESSOR_4KB: number;
+export const DEDICATED_DECOMPRESSOR_8KB: number;
+export const DEDICATED_DECOMPRESSOR_16KB: number;
+export const DEDICATED_DECOMPRESSOR_32KB: number;
