@@ -1,0 +1,199 @@
+'use strict';
+// The uWS compat surface (require('ddp-transport-native/uws')), one scenario per feature of
+// uWebSockets.js's documented API, with the real `ws` client.
+
+const test = require('node:test');
+const assert = require('node:assert');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+const { execFileSync } = require('child_process');
+const WebSocket = require('ws');
+const uws = require('../lib/uws');
+
+/** Start an app with one route; resolves { port, app }. */
+function serve(pattern, behavior, host = '127.0.0.1') {
+  return new Promise((resolve) => {
+    const app = uws.App().ws(pattern, behavior);
+    app.listen(host, 0, (t) => resolve({ app, token: t, port: uws.us_socket_local_port(t) }));
+  });
+}
+
+function connect(port, p = '/', opts) {
+  const ws = new WebSocket(`ws://127.0.0.1:${port}${p}`, opts);
+  ws.msgs = [];
+  ws.on('message', (d, b) => ws.msgs.push(b ? d : d.toString()));
+  ws.closed = new Promise((r) => ws.on('close', (code, reason) => r([code, reason.toString()])));
+  ws.opened = new Promise((r, j) => { ws.on('open', r); ws.on('error', j); });
+  return ws;
+}
+
+const until = async (f) => { while (!f()) await new Promise((r) => setTimeout(r, 5)); };
+
+test('constants have uWS.js v20 values (compared with uws-pack when it loads)', async () => {
+  assert.strictEqual(uws.SHARED_COMPRESSOR, 1);
+  assert.strictEqual(uws.DEDICATED_COMPRESSOR_3KB, 145);
+  let real;
+  try { real = await import('uws-pack'); } catch { return; }
+  for (const k of Object.keys(real)) if (typeof real[k] === 'number') assert.strictEqual(uws[k], real[k], k);
+});
+
+test('compression flags are accepted and negotiated; bad flags name the key', async () => {
+  assert.throws(() => uws.App().ws('/*', { compression: 3 }), /compression must be a uWS compression constant/);
+  assert.throws(() => uws.App().ws('/*', { idleTimeout: 4 }), /idleTimeout must be 0 or from 8/);
+  const { app, port } = await serve('/*', { compression: uws.SHARED_COMPRESSOR | uws.SHARED_DECOMPRESSOR, message: (ws, m) => ws.send(m, false, true) });
+  const c = connect(port, '/', { perMessageDeflate: true });
+  await c.opened;
+  assert.match(c.extensions, /permessage-deflate/);
+  c.send('x'.repeat(3000));
+  await until(() => c.msgs.length === 1);
+  assert.strictEqual(c.msgs[0], 'x'.repeat(3000));
+  app.close();
+});
+
+test('listen forms and us_listen_socket_close', async () => {
+  const app = uws.App().ws('/*', {});
+  await new Promise((r) => app.listen(0, (t) => { assert.ok(uws.us_socket_local_port(t) > 0); uws.us_listen_socket_close(t); r(); }));
+  await new Promise((r) => app.listen(0, uws.LIBUS_LISTEN_EXCLUSIVE_PORT, (t) => { assert.ok(t); uws.us_listen_socket_close(t); r(); }));
+  app.close();
+});
+
+test('message is an ArrayBuffer with isBinary; send defaults to text, uncompressed', async () => {
+  const seen = [];
+  const { app, port } = await serve('/*', { message: (ws, m, b) => { seen.push([m instanceof ArrayBuffer, b]); ws.send(m); } });
+  const c = connect(port);
+  await c.opened;
+  c.send(Buffer.from('bin'));
+  await until(() => c.msgs.length === 1);
+  assert.deepStrictEqual(seen, [[true, true]]);
+  assert.strictEqual(c.msgs[0], 'bin'); // sent back as text (isBinary defaults to false)
+  app.close();
+});
+
+test('upgrade(res, req, context): req getters, route parameters, async res.upgrade, refusal', async () => {
+  let facts;
+  const { app, port } = await serve('/room/:id/*', {
+    upgrade: (res, req, context) => {
+      facts = [req.getUrl(), req.getMethod(), req.getQuery(), req.getQuery('a'), req.getHeader('x-k'), req.getHeader('none'), req.getParameter(0), req.getParameter('id'), req.getParameter(1)];
+      let n = 0;
+      req.forEach(() => n++);
+      assert.ok(n > 3);
+      const key = req.getHeader('sec-websocket-key');
+      if (req.getParameter(0) === 'no') return res.writeStatus('401 Unauthorized').writeHeader('x', 'y').end('go away');
+      res.onAborted(() => {});
+      setTimeout(() => res.cork(() => res.upgrade({ id: 7 }, key, '', '', context)), 10);
+    },
+    open: (ws) => ws.send(JSON.stringify(ws.getUserData())),
+  });
+  const c = connect(port, '/room/42/x?a=1&b=2', { headers: { 'x-k': 'v' } });
+  await until(() => c.msgs.length === 1);
+  assert.deepStrictEqual(facts, ['/room/42/x', 'get', 'a=1&b=2', '1', 'v', '', '42', '42', '']);
+  assert.strictEqual(c.msgs[0], '{"id":7}');
+  const status = (p) => new Promise((r) => { const w = new WebSocket(`ws://127.0.0.1:${port}${p}`); w.on('unexpected-response', (q, res) => r(res.statusCode)); w.on('error', () => {}); });
+  assert.strictEqual(await status('/room/no/x'), 401);
+  assert.strictEqual(await status('/room/42'), 404); // uWS: "/room/:id/*" needs the slash
+  c.close();
+  app.close();
+});
+
+test('fragments arrive as one message; ping reaches the client', async () => {
+  const { app, port } = await serve('/*', { open: (ws) => { ws.ping('hi'); ws.sendFirstFragment('a'); ws.sendFragment('b'); ws.sendLastFragment('c'); } });
+  const c = connect(port);
+  const ping = new Promise((r) => c.on('ping', (d) => r(d.toString())));
+  assert.strictEqual(await ping, 'hi');
+  await until(() => c.msgs.length === 1);
+  assert.deepStrictEqual(c.msgs, ['abc']);
+  app.close();
+});
+
+test('close() runs the close handler synchronously (1006); calls after it throw; end(code, msg)', async () => {
+  const order = [];
+  const { app, port } = await serve('/*', {
+    message: (ws, m) => {
+      const t = Buffer.from(m).toString();
+      if (t === 'close') ws.close(); else ws.end(4000, 'bye');
+      order.push('after');
+      assert.throws(() => ws.send('x'), /Invalid access of closed uWS.WebSocket/);
+    },
+    close: (ws, code, msg) => order.push(`close ${code} ${Buffer.from(msg).toString()} ${msg instanceof ArrayBuffer}`),
+  });
+  const a = connect(port);
+  await a.opened;
+  a.send('close');
+  assert.deepStrictEqual((await a.closed)[0], 1006);
+  const b = connect(port);
+  await b.opened;
+  b.send('end');
+  assert.deepStrictEqual(await b.closed, [4000, 'bye']);
+  assert.deepStrictEqual(order, ['close 1006  true', 'after', 'close 4000 bye true', 'after']);
+  app.close();
+});
+
+test('pub/sub: subscribe/isSubscribed/getTopics, subscription handler, ws.publish skips the sender, app.publish, numSubscribers, order with send', async () => {
+  const subs = [];
+  let app;
+  ({ app, port: test.port } = await serve('/*', {
+    subscription: (ws, topic, n, o) => subs.push([Buffer.from(topic).toString(), n, o]),
+    open: (ws) => { assert.strictEqual(ws.subscribe('t'), true); assert.ok(ws.isSubscribed('t')); assert.deepStrictEqual(ws.getTopics(), ['t']); },
+    message: (ws, m) => { ws.send('before'); ws.publish('t', m); app.publish('t', 'all'); ws.send('after'); },
+  }));
+  const a = connect(test.port);
+  const b = connect(test.port);
+  await Promise.all([a.opened, b.opened]);
+  await until(() => app.numSubscribers('t') === 2);
+  a.send('from a');
+  await until(() => a.msgs.length === 3 && b.msgs.length === 2);
+  assert.deepStrictEqual(a.msgs, ['before', 'all', 'after']);
+  assert.deepStrictEqual(b.msgs, ['from a', 'all']);
+  assert.strictEqual(app.publish('nobody', 'x'), false);
+  a.close();
+  await until(() => app.numSubscribers('t') === 1);
+  assert.deepStrictEqual(subs, [['t', 1, 0], ['t', 2, 1], ['t', 1, 2]]);
+  app.close();
+});
+
+test('backpressure: getBufferedAmount, dropped and drain handlers', async () => {
+  let dropped = 0;
+  let drained = 0;
+  const { app, port } = await serve('/*', {
+    maxBackpressure: 64 * 1024,
+    message: (ws) => { const big = Buffer.alloc(1 << 20); for (let i = 0; i < 50; i++) ws.send(big, true); assert.ok(ws.getBufferedAmount() > 0); },
+    dropped: () => dropped++,
+    drain: () => drained++,
+  });
+  const c = connect(port);
+  await c.opened;
+  c.send('go');
+  await until(() => drained > 0);
+  assert.ok(dropped > 0);
+  app.close();
+});
+
+test('getRemoteAddress is 4 bytes for IPv4, getRemoteAddressAsText an ArrayBuffer; getUserData', async () => {
+  let r;
+  const { app, port } = await serve('/*', { open: (ws) => { r = [new Uint8Array(ws.getRemoteAddress()).join('.'), Buffer.from(ws.getRemoteAddressAsText()).toString(), typeof ws.getUserData()]; ws.cork(() => ws.send('x')); } });
+  const c = connect(port);
+  await until(() => c.msgs.length === 1);
+  assert.deepStrictEqual(r, ['127.0.0.1', '127.0.0.1', 'object']);
+  app.close();
+});
+
+test('maxLifetime and all uWS behaviour keys are accepted', () => {
+  uws.App().ws('/*', { maxLifetime: 1, dropped() {}, subscription() {}, ping() {}, pong() {}, closeOnBackpressureLimit: true, sendPingsAutomatically: false }).close();
+});
+
+test('SSLApp: TLS with key/cert files, a wss client', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uws-tls-'));
+  const key = path.join(dir, 'key.pem');
+  const cert = path.join(dir, 'cert.pem');
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost'], { stdio: 'ignore' });
+  const app = uws.SSLApp({ key_file_name: key, cert_file_name: cert }).ws('/*', { message: (ws, m) => ws.send(m) });
+  const port = await new Promise((r) => app.listen('127.0.0.1', 0, (t) => r(uws.us_socket_local_port(t))));
+  const c = new WebSocket(`wss://127.0.0.1:${port}/x`, { rejectUnauthorized: false });
+  await new Promise((r) => c.on('open', r));
+  c.send('secure');
+  const got = await new Promise((r) => c.on('message', (d) => r(d.toString())));
+  assert.strictEqual(got, 'secure');
+  c.close();
+  app.close();
+});
