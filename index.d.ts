@@ -165,6 +165,12 @@ export interface Stats {
   backpressureEvents: number;
   /** Frames refused (DROPPED) on a socket that stayed open; 0 with closeOnBackpressureLimit. */
   dropped: number;
+  /** Messages run through a deflater: once per distinct message with server_no_context_takeover
+   *  (the compress-once cache), once per socket and message with context takeover. */
+  compressions: number;
+  /** Compressed messages whose payload was reused from the compress-once cache (an identical
+   *  message, same deflate parameters, was already compressed for another socket). */
+  compressionsReused: number;
   closesByCode: Record<string, number>;
 }
 

@@ -8,7 +8,7 @@ const { scope, waitFor, wsExpectRejected } = require('./helpers/common');
 const T = { timeout: 20000 };
 
 const FIELDS = ['connections', 'upgradesAccepted', 'upgradesRejected', 'messagesIn', 'messagesOut', 'bytesIn',
-  'bytesOut', 'wireBytesIn', 'wireBytesOut', 'backpressureEvents', 'dropped', 'closesByCode'];
+  'bytesOut', 'wireBytesIn', 'wireBytesOut', 'backpressureEvents', 'dropped', 'compressions', 'compressionsReused', 'closesByCode'];
 
 test('a fresh app reports all-zero stats with every field present', T, async (t) => {
   const s = scope(t);

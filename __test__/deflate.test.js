@@ -408,6 +408,47 @@ describe('5. negotiation over real sockets (exact 101 values)', () => {
   });
 });
 
+describe('5b. compress once, send many (Meteor defaults: server_no_context_takeover)', () => {
+  const { addedMessage } = require('../bench/ddp-doc');
+  const doc = addedMessage(7);
+
+  /** N raw Chromium-style clients; then one tick sends `doc` to every socket; the frames each got. */
+  async function fanOut(t, compression, n) {
+    const s = scope(t);
+    const sockets = [];
+    const { app, port } = await s.app({ compression, idleTimeout: 0, open(ws) { sockets.push(ws); } });
+    const conns = [];
+    for (let i = 0; i < n; i++) conns.push(await rawOpen(s, port, CHROME_OFFER));
+    await waitFor(() => sockets.length === n);
+    const before = app.stats();
+    for (const ws of sockets) ws.send(String(doc), false, true); // as mergebox: per socket, the same string
+    const got = await Promise.all(conns.map((c) => readMessage(c.reader)));
+    const after = app.stats();
+    const header = compression.noContextTakeover ? 'permessage-deflate; server_no_context_takeover' : 'permessage-deflate';
+    for (const c of conns) assert.equal(c.headers['sec-websocket-extensions'], header, 'the response is unchanged');
+    return { got, compressions: after.compressions - before.compressions, reused: after.compressionsReused - before.compressionsReused };
+  }
+
+  test('8 sockets get byte-identical frames that inflate at window 15; compressions +1, reused +7', { timeout: 15000 }, async (t) => {
+    const { got, compressions, reused } = await fanOut(t, METEOR_DEFAULTS, 8);
+    assert.equal(compressions, 1, 'compressed once');
+    assert.equal(reused, 7);
+    for (const r of got) {
+      assert.equal(r.rsv1, true);
+      assert.deepEqual(r.payload, got[0].payload, 'byte-identical frames');
+    }
+    assert.equal(inflateMessage(got[0].payload, { windowBits: 15 }).toString('utf8'), doc);
+    assert.ok(got[0].payload.length < doc.length / 1.7, `4 KiB document: ${doc.length} → ${got[0].payload.length} bytes`);
+  });
+
+  test('context takeover: every socket compresses for itself', { timeout: 15000 }, async (t) => {
+    const { got, compressions, reused } = await fanOut(t, { ...METEOR_DEFAULTS, noContextTakeover: false }, 4);
+    assert.equal(compressions, 4);
+    assert.equal(reused, 0);
+    for (const r of got) assert.equal(inflateMessage(r.payload).toString('utf8'), doc);
+  });
+});
+
 describe('6. caps over a real socket (server in a child process)', () => {
   const CHILD = `${CHILD_PRELUDE}
 const app = App();

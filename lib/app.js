@@ -204,6 +204,8 @@ class TemplatedApp {
       wireBytesOut: s.wireBytesOut,
       backpressureEvents: s.backpressureEvents,
       dropped: s.dropped,
+      compressions: s.compressions,
+      compressionsReused: s.compressionsReused,
       closesByCode,
     };
     this._lastStats = out;

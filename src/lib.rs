@@ -100,6 +100,10 @@ pub struct NativeStats {
     pub wire_bytes_out: f64,
     pub backpressure_events: f64,
     pub dropped: f64,
+    /// messages compressed (once per message when the compress-once cache reuses it)
+    pub compressions: f64,
+    /// compressed messages sent with a payload from the compress-once cache
+    pub compressions_reused: f64,
     /// flat [code, count, code, count, ...]
     pub closes: Vec<f64>,
 }
@@ -258,6 +262,8 @@ impl NativeApp {
             wire_bytes_out: n(&s.wire_out),
             backpressure_events: n(&s.backpressure),
             dropped: n(&s.dropped),
+            compressions: n(&s.compressions),
+            compressions_reused: n(&s.compressions_reused),
             closes: s
                 .closes_by_code()
                 .into_iter()

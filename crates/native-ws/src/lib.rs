@@ -24,6 +24,7 @@ pub mod codec;
 pub mod config;
 pub mod conn;
 pub mod deflate;
+mod deflate_cache;
 pub mod extensions;
 pub mod handler;
 pub mod handshake;

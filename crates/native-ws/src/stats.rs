@@ -17,6 +17,11 @@ pub struct Stats {
     /// bytes on the wire
     pub wire_in: AtomicU64,
     pub wire_out: AtomicU64,
+    /// messages run through a deflater (per message, not per socket, when reused)
+    pub compressions: AtomicU64,
+    /// compressed messages whose payload came from the compress-once cache (an identical
+    /// message with the same parameters, sent to another socket, was compressed already)
+    pub compressions_reused: AtomicU64,
     pub backpressure: AtomicU64,
     pub dropped: AtomicU64,
     closes: Mutex<BTreeMap<u16, u64>>,

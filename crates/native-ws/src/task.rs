@@ -5,7 +5,8 @@
 use crate::codec;
 use crate::config::{CLOSE_WAIT, READ_CHUNK};
 use crate::conn::{Conn, Take, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
-use crate::deflate::{self, Deflater};
+use crate::deflate::Deflater;
+use crate::deflate_cache;
 use crate::extensions::DeflateConfig;
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
@@ -478,8 +479,9 @@ impl Task {
             let payload = &t.job_data[job.start..job.start + job.len];
             self.zbuf.clear();
             if negotiated.server_no_context_takeover {
-                deflate::with_shared_deflater(level, bits, |d| d.compress(payload, &mut self.zbuf));
+                deflate_cache::compress_shared(level, bits, payload, &self.conn.stats, &mut self.zbuf);
             } else {
+                Stats::add(&self.conn.stats.compressions, 1);
                 self.deflater
                     .get_or_insert_with(|| Box::new(Deflater::new(level, bits, false)))
                     .compress(payload, &mut self.zbuf);

@@ -1,0 +1,127 @@
+//! Compress once, send many: a bounded, process-wide cache of compressed message payloads for
+//! server_no_context_takeover connections (Meteor's default), shared by every socket and I/O
+//! thread. A payload sent to many sockets with the same deflate parameters (a publication's
+//! `added`/`changed` stringified once per session by Meteor's mergebox: identical strings) is
+//! compressed by the first I/O thread that needs it; every other socket copies the result.
+//!
+//! * Correctness: a hit needs the same level, window bits and byte-identical input (the hash only
+//!   finds candidates; the bytes are compared). Without context takeover a message's compressed
+//!   form depends on nothing else, so the reused bytes are exactly what compressing again would
+//!   produce. Sockets with server context takeover never come here.
+//! * Once: the entry is inserted before it is compressed, and a second thread wanting the same
+//!   entry waits for the first one's result (a few µs) instead of compressing it again.
+//! * Bounded: at most [`MAX_ENTRIES`] entries and [`MAX_BYTES`] bytes of inputs and outputs, the
+//!   oldest evicted first; inputs above [`MAX_INPUT`] bypass the cache.
+
+use crate::deflate;
+use crate::stats::Stats;
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, LazyLock, Mutex, OnceLock};
+
+/// Most entries kept.
+const MAX_ENTRIES: usize = 1024;
+/// Most bytes (inputs + outputs, outputs estimated at insertion as large as their input) kept.
+const MAX_BYTES: usize = 8 * 1024 * 1024;
+/// Larger inputs are compressed directly (one of them would crowd out many small ones).
+const MAX_INPUT: usize = 256 * 1024;
+
+/// One cached message: its parameters, its input bytes, and (once compressed) the payload.
+struct Entry {
+    params: (u32, u8),
+    input: Box<[u8]>,
+    output: OnceLock<Box<[u8]>>,
+}
+
+/// The map and its eviction order; see the module docs.
+struct Cache {
+    buckets: HashMap<u64, Vec<Arc<Entry>>>,
+    order: VecDeque<(u64, Arc<Entry>)>,
+    bytes: usize,
+    max_entries: usize,
+    max_bytes: usize,
+}
+
+impl Cache {
+    fn new(max_entries: usize, max_bytes: usize) -> Cache {
+        Cache { buckets: HashMap::new(), order: VecDeque::new(), bytes: 0, max_entries, max_bytes }
+    }
+
+    /// The entry for `params` and `input` (whose hash is `hash`): an existing one with the same
+    /// bytes, else a new, not yet compressed one (oldest entries evicted to make room).
+    fn entry(&mut self, hash: u64, params: (u32, u8), input: &[u8]) -> Arc<Entry> {
+        if let Some(found) = self
+            .buckets
+            .get(&hash)
+            .and_then(|b| b.iter().find(|e| e.params == params && *e.input == *input))
+        {
+            return found.clone();
+        }
+        let cost = 2 * input.len();
+        while !self.order.is_empty() && (self.order.len() >= self.max_entries || self.bytes + cost > self.max_bytes) {
+            self.evict_oldest();
+        }
+        let entry = Arc::new(Entry { params, input: input.into(), output: OnceLock::new() });
+        self.buckets.entry(hash).or_default().push(entry.clone());
+        self.order.push_back((hash, entry.clone()));
+        self.bytes += cost;
+        entry
+    }
+
+    fn evict_oldest(&mut self) {
+        let Some((hash, old)) = self.order.pop_front() else { return };
+        self.bytes -= 2 * old.input.len();
+        if let Some(bucket) = self.buckets.get_mut(&hash) {
+            bucket.retain(|e| !Arc::ptr_eq(e, &old));
+            if bucket.is_empty() {
+                self.buckets.remove(&hash);
+            }
+        }
+    }
+}
+
+static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new(MAX_ENTRIES, MAX_BYTES)));
+
+/// A fast non-cryptographic hash of the parameters and bytes (FxHash-style, 8 bytes a step):
+/// it only picks candidates, equality is always checked on the bytes.
+fn hash(params: (u32, u8), input: &[u8]) -> u64 {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+    let mix = |h: u64, w: u64| (h.rotate_left(5) ^ w).wrapping_mul(K);
+    let mut h = mix(input.len() as u64, (params.0 as u64) << 8 | params.1 as u64);
+    let mut chunks = input.chunks_exact(8);
+    for c in &mut chunks {
+        h = mix(h, u64::from_le_bytes(c.try_into().unwrap()));
+    }
+    let mut tail = [0u8; 8];
+    tail[..chunks.remainder().len()].copy_from_slice(chunks.remainder());
+    mix(h, u64::from_le_bytes(tail))
+}
+
+/// Append the no-context-takeover compressed payload of `input` (level, window bits) to `out`:
+/// from the cache when an identical message was compressed already, else compressed now with
+/// this thread's shared deflater and kept. Counts `compressions` or `compressions_reused`.
+pub(crate) fn compress_shared(level: u32, bits: u8, input: &[u8], stats: &Stats, out: &mut Vec<u8>) {
+    let compress = |out: &mut Vec<u8>| {
+        Stats::add(&stats.compressions, 1);
+        deflate::with_shared_deflater(level, bits, |d| d.compress(input, out));
+    };
+    if input.len() > MAX_INPUT {
+        return compress(out);
+    }
+    let params = (level, bits);
+    let h = hash(params, input);
+    let entry = CACHE.lock().unwrap_or_else(|e| e.into_inner()).entry(h, params, input);
+    let mut ran = false;
+    let bytes = entry.output.get_or_init(|| {
+        ran = true;
+        let mut v = Vec::new();
+        compress(&mut v);
+        v.into_boxed_slice()
+    });
+    if !ran {
+        Stats::add(&stats.compressions_reused, 1);
+    }
+    out.extend_from_slice(bytes);
+}
+
+#[cfg(test)]
+mod tests;
