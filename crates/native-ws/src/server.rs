@@ -392,7 +392,7 @@ async fn accept_upgrade(
     handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref());
     stream.write_all(&out).await.ok()?;
     Stats::add(&shared.stats.upgrades_accepted, 1);
-    shared.stats.connections.fetch_add(1, Relaxed);
+    shared.stats.opened();
     let id = ids::take();
     let conn = Arc::new(Conn::new(id, stream.as_raw_fd(), behavior, negotiated, shared.stats.clone()));
     let info = OpenInfo {

@@ -4,6 +4,8 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering::Relaxed};
 use std::sync::Mutex;
 
+pub mod memory;
+
 #[derive(Default, Debug)]
 pub struct Stats {
     pub connections: AtomicI64,
@@ -32,8 +34,15 @@ impl Stats {
         counter.fetch_add(n as u64, Relaxed);
     }
 
+    /// A connection was accepted.
+    pub fn opened(&self) {
+        self.connections.fetch_add(1, Relaxed);
+        memory::opened();
+    }
+
     pub fn closed(&self, code: u16) {
         self.connections.fetch_sub(1, Relaxed);
+        memory::closed();
         *self.closes.lock().unwrap().entry(code).or_insert(0) += 1;
     }
 
