@@ -13,7 +13,7 @@ const ROOT = path.resolve(__dirname, '..');
 const TIMEOUT_MS = 240_000;
 // Always measurable here (their packages are devDependencies); the native and pure-Rust rows are
 // required whenever their binaries are built.
-const ALWAYS = ['sockjs', 'ws', 'uws-direct', 'uws-proxied'];
+const ALWAYS = ['sockjs', 'ws', 'uws-direct', 'uws-publish', 'uws-proxied'];
 
 test('bench --smoke: every server starts and every workload completes', { timeout: TIMEOUT_MS + 30_000 }, async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));
@@ -44,7 +44,8 @@ test('bench --smoke: every server starts and every workload completes', { timeou
   assert.match(stdout, /\| transport \|/, 'the markdown table is printed');
 
   const workloads = report.workloads.map((w) => w.name);
-  assert.deepEqual(workloads, ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'idle_deflate', 'compressed']);
+  assert.deepEqual(workloads, ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'idle_deflate', 'compressed',
+    'compressed-methods', 'compressed-fan-out']);
   const problems = [];
   for (const tr of report.transports) {
     if (tr.unavailable) {
@@ -55,9 +56,15 @@ test('bench --smoke: every server starts and every workload completes', { timeou
     for (const w of workloads) {
       const cell = report.medians[tr.name][w];
       if (cell.status === 'n/a' && cell.reason === 'no permessage-deflate') continue; // by design
+      if (cell.status === 'n/a' && /^runs only /.test(cell.reason)) continue; // uws-publish: fan-outs only
       if (cell.status !== 'ok') problems.push(`${tr.name} / ${w}: ${cell.status} ${JSON.stringify(cell.errors || cell.reason)}`);
     }
   }
   assert.deepEqual(problems, [], `workloads that did not complete:\n${problems.join('\n')}\n${log}`);
+  // The compressed workloads report what the lead's table needs.
+  for (const tr of ['uws-direct', 'sockjs']) {
+    const m = report.medians[tr]['compressed-methods'];
+    assert.ok(m.metrics ? m.metrics.wire_bytes_per_call > 0 : true, `${tr} compressed-methods wire bytes`);
+  }
   assert.equal(code, 0, log);
 });

@@ -154,6 +154,8 @@ function renderMarkdown(report, W, svgName) {
     idle: `${cfg.idleClients} clients`,
     idle_deflate: `${cfg.idleClients} clients`,
     compressed: `${cfg.compClients} clients × ${cfg.compInflight} in flight, ${cfg.compSeconds} s, ${cfg.compPayload}-byte documents`,
+    'compressed-methods': `${cfg.compClients} clients × ${cfg.compInflight} in flight, ${cfg.compSeconds} s, ${cfg.docBytes}-byte documents`,
+    'compressed-fan-out': `${cfg.fanoutSubscribers} subscribers, ${cfg.fanoutWrites} writes, ${cfg.docBytes}-byte documents`,
   };
   for (const w of report.workloads) lines.push(`- **${w.name}** (${sizes[w.name] || ''}): ${w.description}`);
   lines.push('');

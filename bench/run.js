@@ -325,6 +325,11 @@ async function runOnce(t, w, cfg) {
     }
     if (w.rss) {
       rec.rss = { before_kib: rssBefore, held_kib: rssHeld };
+      if (w.rssAfter && serverAlive) {
+        // The load generator exited: its connections are closed. What does the server give back?
+        await sleep(cfg.rssAfterS * 1000);
+        rec.rss.after_kib = procRssKiB(server.child.pid);
+      }
     }
     if (rec.ok) rec.metrics = w.metrics(rec);
   } catch (e) {

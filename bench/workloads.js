@@ -30,6 +30,9 @@ const TRANSPORTS = [
     command: nodeServer('ws.js'), unavailable: ddpMissing, compression: true },
   { name: 'uws-direct', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself',
     command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
+  { name: 'uws-publish', description: "uWebSockets.js direct, the fan-out through uWS's own pub/sub: one app.publish per message (compressed once), not per-socket sends",
+    command: nodeServer('uws-publish.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true,
+    workloads: ['fanout', 'compressed-fan-out'] },
   { name: 'uws-proxied', description: "Meteor 3.5's uws design: uWS on an internal loopback port, Node's http.Server piping /websocket upgrades to it",
     command: nodeServer('uws-proxied.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'native-attach', description: "ddp-transport-native through its Meteor adapter (meteor/index.js), attached to a Node http.Server (same port)",
@@ -66,6 +69,8 @@ function config(opts) {
     compInflight: 4,
     compSeconds: seconds,
     compPayload: 2048,
+    docBytes: 4096,
+    rssAfterS: smoke ? 0.5 : 5,
   };
 }
 
@@ -75,18 +80,20 @@ const fmtInt = (x) => Math.round(x).toLocaleString('en-US');
 const perUnit = (rec, n) => (rec.window && n ? r3((rec.window.server_cpu_s * 1e6) / n) : null);
 const lg = (cfg, ...args) => [cfg.loadgen, args.map(String)];
 
-/** idle and idle_deflate: (server RSS held − RSS before) / connections. */
+/** idle and idle_deflate: (server RSS held − RSS before) / connections; RSS `rssAfterS` after they left. */
 function idleMetrics(rec) {
-  const { before_kib: a, held_kib: b } = rec.rss || {};
+  const { before_kib: a, held_kib: b, after_kib: c } = rec.rss || {};
   const n = rec.loadgen.connected;
   return {
     kib_per_conn: a != null && b != null && n ? r3((b - a) / n) : null,
     rss_before_mib: a != null ? r1(a / 1024) : null,
     rss_held_mib: b != null ? r1(b / 1024) : null,
+    rss_after_mib: c != null ? r1(c / 1024) : null,
+    after_vs_before: a && c != null ? r3(c / a) : null,
     connect_s: rec.loadgen.connect_s,
   };
 }
-const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} MiB)`;
+const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} → ${m.rss_after_mib} MiB after)`;
 
 const WORKLOADS = [
   {
@@ -170,6 +177,7 @@ const WORKLOADS = [
     name: 'idle_deflate',
     compress: true,
     rss: true,
+    rssAfter: true, // RSS also sampled cfg.rssAfterS after the clients left
     cpuSensitive: false,
     description: 'as idle, but every client offers permessage-deflate exactly as Chromium does ' +
       '(`permessage-deflate; client_max_window_bits`) to a server with compression on (Meteor\'s defaults), ' +
@@ -199,7 +207,52 @@ const WORKLOADS = [
     }),
     brief: (m) => `${fmtInt(m.calls_per_s)} calls/s, ${m.server_cpu_us_per_call} µs server CPU/call, wire/payload ${m.wire_ratio}`,
   },
+  {
+    name: 'compressed-methods',
+    compress: true,
+    description: 'permessage-deflate on (Meteor defaults); Rust clients offering it as Chromium does (client keeps its context, ' +
+      'inflates replies); N × K calls of `doc(4096)`, each returning a 4 KiB realistic document (bench/ddp-doc.js)',
+    command: (cfg, url) => lg(cfg, 'throughput', '--url', url, '--clients', cfg.compClients, '--inflight', cfg.compInflight,
+      '--seconds', cfg.compSeconds, '--deflate', '--doc', cfg.docBytes),
+    timeoutS: (cfg) => cfg.compSeconds + 120,
+    notApplicable: (t) => (t.compression ? null : 'no permessage-deflate'),
+    metrics: (rec) => ({
+      calls_per_s: Math.round(rec.loadgen.calls_per_s),
+      lat_p50_us: rec.loadgen.lat_p50_us,
+      server_cpu_us_per_call: perUnit(rec, rec.loadgen.calls),
+      wire_bytes_per_call: Math.round(rec.loadgen.wire_bytes_per_call),
+      server_cores: rec.window ? rec.window.server_cores : null,
+      loadgen_cores: rec.window ? rec.window.loadgen_cores : null,
+    }),
+    brief: (m) => `${fmtInt(m.calls_per_s)} calls/s, ${m.server_cpu_us_per_call} µs server CPU/call, ${m.wire_bytes_per_call} B on the wire/result`,
+  },
+  {
+    name: 'compressed-fan-out',
+    compress: true,
+    description: 'permessage-deflate on (Meteor defaults), Chromium-style clients; M subscribers of `fanout`, one writer calls ' +
+      '`publishDoc` sequentially: a 4 KiB `added` sent per socket as the same string (as mergebox does; uws-publish: app.publish); ' +
+      'send → first and last subscriber received',
+    command: (cfg, url) => lg(cfg, 'fanout', '--url', url, '--subscribers', cfg.fanoutSubscribers, '--writes', cfg.fanoutWrites,
+      '--deflate', '--doc', cfg.docBytes),
+    timeoutS: () => 180,
+    notApplicable: (t) => (t.compression ? null : 'no permessage-deflate'),
+    metrics: (rec) => ({
+      first_p50_ms: rec.loadgen.first_p50_ms,
+      p50_ms: rec.loadgen.p50_ms,
+      p99_ms: rec.loadgen.p99_ms,
+      server_cpu_us_per_delivery: perUnit(rec, rec.loadgen.deliveries),
+      wire_bytes_per_delivery: Math.round(rec.loadgen.wire_bytes_per_delivery),
+    }),
+    brief: (m) => `first p50 ${m.first_p50_ms} ms, last p50 ${m.p50_ms} ms, ${m.server_cpu_us_per_delivery} µs server CPU/delivery, ` +
+      `${m.wire_bytes_per_delivery} B/delivery`,
+  },
 ];
+
+// A transport listing `workloads` runs only those.
+for (const w of WORKLOADS) {
+  const own = w.notApplicable;
+  w.notApplicable = (t) => (t.workloads && !t.workloads.includes(w.name) ? `runs only ${t.workloads.join(', ')}` : own(t));
+}
 
 /** The report's headline columns: [workload, metric, label, better]. */
 function columns(cfg) {
@@ -215,6 +268,12 @@ function columns(cfg) {
     { workload: 'fanout', key: 'p99_ms', label: 'fanout p99 (ms)', better: 'lower', digits: 2 },
     { workload: 'idle', key: 'kib_per_conn', label: `RSS KiB per idle conn (×${cfg.idleClients})`, better: 'lower', digits: 1 },
     { workload: 'idle_deflate', key: 'kib_per_conn', label: `RSS KiB per idle conn, deflate (×${cfg.idleClients})`, better: 'lower', digits: 1 },
+    { workload: 'idle_deflate', key: 'rss_after_mib', label: `RSS MiB ${cfg.rssAfterS} s after the deflate clients left`, better: 'lower', digits: 1 },
+    { workload: 'compressed-methods', key: 'server_cpu_us_per_call', label: 'compressed 4 KiB doc: server CPU µs/call', better: 'lower', digits: 1 },
+    { workload: 'compressed-methods', key: 'wire_bytes_per_call', label: 'compressed 4 KiB doc: wire bytes/result', better: 'lower', digits: 0 },
+    { workload: 'compressed-fan-out', key: 'server_cpu_us_per_delivery', label: `compressed fan-out ×${cfg.fanoutSubscribers}: server CPU µs/delivery`, better: 'lower', digits: 2 },
+    { workload: 'compressed-fan-out', key: 'first_p50_ms', label: 'compressed fan-out: first delivery p50 (ms)', better: 'lower', digits: 2 },
+    { workload: 'compressed-fan-out', key: 'p50_ms', label: 'compressed fan-out: last delivery p50 (ms)', better: 'lower', digits: 2 },
     { workload: 'compressed', key: 'calls_per_s', label: 'compressed calls/s', better: 'higher', digits: 0 },
     { workload: 'compressed', key: 'server_cpu_us_per_call', label: 'compressed server CPU µs/call', better: 'lower', digits: 1 },
   ];

@@ -55,9 +55,28 @@ function exitRules(onExit) {
   });
 }
 
+/**
+ * The DDP server every benchmark server runs: the demo's (`echo`, `publish`, the `fanout`
+ * publication) plus the compressed workloads' methods: `doc(size)` returns a realistic document of
+ * about `size` bytes (bench/ddp-doc.js; one object per size, stringified per call as Meteor does),
+ * and `publishDoc(fseq, size)` publishes one (`fseq` first among its fields) to `fanout`.
+ */
 function loadDdp() {
   const { DdpServer } = require(path.join(ROOT, 'demo', 'ddp-session'));
-  return new DdpServer();
+  const { makeDoc } = require(path.join(ROOT, 'bench', 'ddp-doc'));
+  const docs = new Map();
+  const docOf = (size) => {
+    const n = Math.min(Math.max(Number(size) | 0, 64), 1 << 20);
+    if (!docs.has(n)) docs.set(n, makeDoc(1, n));
+    return docs.get(n);
+  };
+  const server = new DdpServer({
+    methods: {
+      doc(size) { return docOf(size); },
+      publishDoc(fseq, size) { return server.publish({ fseq, ...docOf(size) }); },
+    },
+  });
+  return server;
 }
 
 /** `/websocket` or `/websocket/`, query allowed (Meteor's path rule). */

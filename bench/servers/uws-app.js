@@ -17,6 +17,7 @@ async function createUwsApp(ddp) {
     idleTimeout: 45,
     open(ws) {
       const sock = new ShimSocket((str) => ws.send(str, false, COMPRESS), () => ws.end(1000));
+      sock.uws = ws; // for uws-publish.js (topics)
       ws.sock = sock;
       ddp.handle(sock);
     },

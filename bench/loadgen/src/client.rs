@@ -28,6 +28,15 @@ pub const OP_CLOSE: u8 = 0x8;
 pub const OP_PING: u8 = 0x9;
 pub const OP_PONG: u8 = 0xA;
 
+thread_local! {
+    static WIRE_IN: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// Bytes read from every connection so far (frames as on the wire, before inflating).
+pub fn wire_in() -> u64 {
+    WIRE_IN.get()
+}
+
 pub fn err(msg: impl Into<String>) -> io::Error {
     io::Error::new(io::ErrorKind::Other, msg.into())
 }
@@ -276,6 +285,7 @@ impl Reader {
             return Err(io::Error::new(io::ErrorKind::UnexpectedEof, "server closed the connection"));
         }
         self.end += n;
+        WIRE_IN.set(WIRE_IN.get() + n as u64);
         Ok(())
     }
 

@@ -322,9 +322,14 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     if !cerrs.is_empty() {
         return Err(format!("{} of {} connects failed: {}", cerrs.len(), n, first_errors(&cerrs)));
     }
-    let call = Rc::new(Call::new("echo", &format!("\"{}\"", "x".repeat(o.payload))));
+    let call = Rc::new(if o.doc > 0 {
+        Call::new("doc", &o.doc.to_string())
+    } else {
+        Call::new("echo", &format!("\"{}\"", "x".repeat(o.payload)))
+    });
     mark("start", o.sync);
     let cpu0 = cpu_seconds();
+    let wire0 = client::wire_in();
     let t0 = Instant::now();
     let deadline = t0 + dur(o.seconds);
     let drain = Duration::from_secs(5);
@@ -354,6 +359,7 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         }
     }
     let cpu = cpu_seconds() - cpu0;
+    let wire = client::wire_in() - wire0;
     let window = deadline.min(Instant::now()).duration_since(t0).as_secs_f64();
     mark("end", o.sync);
     let mean = mean_us(&lat);
@@ -366,6 +372,7 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         .bool("coalesce", o.coalesce)
         .num("seconds", window)
         .int("calls", done)
+        .num("wire_bytes_per_call", if done > 0 { wire as f64 / done as f64 } else { 0.0 })
         .num("calls_per_s", done as f64 / window)
         .num("lat_p50_us", pct_us(&lat, 50.0))
         .num("lat_p90_us", pct_us(&lat, 90.0))
@@ -458,6 +465,7 @@ async fn idle(o: &Opts, t: Rc<Target>, nofile: u64) -> Result<(bool, String), St
 struct Fan {
     n: u32,
     count: RefCell<Vec<u32>>,
+    first: RefCell<Vec<Option<Instant>>>,
     last: RefCell<Vec<Option<Instant>>>,
     complete: Notify,
 }
@@ -473,6 +481,9 @@ async fn subscriber(mut c: Conn, fan: Rc<Fan>) -> io::Result<()> {
                     let k = k as usize;
                     let mut count = fan.count.borrow_mut();
                     if k < count.len() {
+                        if count[k] == 0 {
+                            fan.first.borrow_mut()[k] = Some(now);
+                        }
                         count[k] += 1;
                         fan.last.borrow_mut()[k] = Some(now);
                         if count[k] == fan.n {
@@ -509,13 +520,16 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let fan = Rc::new(Fan {
         n: m as u32,
         count: RefCell::new(vec![0; o.writes]),
+        first: RefCell::new(vec![None; o.writes]),
         last: RefCell::new(vec![None; o.writes]),
         complete: Notify::new(),
     });
     let subs: Vec<JoinHandle<io::Result<()>>> = conns.into_iter().map(|c| spawn_local(subscriber(c, fan.clone()))).collect();
     mark("start", o.sync);
     let cpu0 = cpu_seconds();
+    let wire0 = client::wire_in();
     let t_start = Instant::now();
+    let mut lat_first: Vec<u32> = Vec::with_capacity(o.writes);
     let per_write = Duration::from_secs(10).min(dur(o.timeout));
     let mut lat: Vec<u32> = Vec::with_capacity(o.writes);
     let mut missing = 0u64;
@@ -528,9 +542,13 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
             break;
         }
         let id = k as u64 + 1;
-        let msg = format!(
-            r#"{{"msg":"method","id":"{id}","method":"publish","params":[{{"_id":"f{k}","fseq":{k},"text":"fanout benchmark document {k}"}}]}}"#
-        );
+        let msg = if o.doc > 0 {
+            format!(r#"{{"msg":"method","id":"{id}","method":"publishDoc","params":[{k},{}]}}"#, o.doc)
+        } else {
+            format!(
+                r#"{{"msg":"method","id":"{id}","method":"publish","params":[{{"_id":"f{k}","fseq":{k},"text":"fanout benchmark document {k}"}}]}}"#
+            )
+        };
         let t0 = Instant::now();
         w.wr.text(msg.as_bytes());
         let res = tokio::time::timeout(per_write, async {
@@ -574,11 +592,15 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         if let Some(last) = fan.last.borrow()[k] {
             if fan.count.borrow()[k] >= fan.n {
                 lat.push(ns32(last.saturating_duration_since(t0)));
+                if let Some(first) = fan.first.borrow()[k] {
+                    lat_first.push(ns32(first.saturating_duration_since(t0)));
+                }
             }
         }
     }
     let elapsed = t_start.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
+    let wire = client::wire_in() - wire0;
     mark("end", o.sync);
     let dead = subs.iter().filter(|h| h.is_finished()).count();
     for h in &subs {
@@ -587,6 +609,8 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let writes_done = lat.len();
     let mean = mean_us(&lat);
     lat.sort_unstable();
+    lat_first.sort_unstable();
+    let deliveries = writes_done as u64 * m as u64;
     let ok = error.is_empty() && missing == 0 && bad_count == 0 && dead == 0 && writes_done == o.writes;
     if error.is_empty() && !ok {
         error = format!("{missing} deliveries missing, {bad_count} publish counts wrong, {dead} subscribers dropped");
@@ -600,7 +624,10 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         .num("p90_ms", pct_us(&lat, 90.0) / 1e3)
         .num("p99_ms", pct_us(&lat, 99.0) / 1e3)
         .num("mean_ms", mean / 1e3)
-        .int("deliveries", writes_done as u64 * m as u64)
+        .num("first_p50_ms", pct_us(&lat_first, 50.0) / 1e3)
+        .num("first_p99_ms", pct_us(&lat_first, 99.0) / 1e3)
+        .int("deliveries", deliveries)
+        .num("wire_bytes_per_delivery", if deliveries > 0 { wire as f64 / deliveries as f64 } else { 0.0 })
         .int("missing", missing)
         .num("loadgen_cpu_s", cpu)
         .str("error", &error)

@@ -16,7 +16,9 @@ usage: loadgen <burst|rtt|throughput|idle|fanout> [options]
   --hold-seconds S   idle: hold at most this long after HELD (default 600; stdin EOF ends earlier)
   --deflate          offer permessage-deflate as Chromium does (`permessage-deflate;
                      client_max_window_bits`), fail unless the server accepts it, then compress
-                     every message sent and inflate compressed replies (used with idle)
+                     every message sent and inflate compressed replies
+  --doc N            throughput: call `doc(N)` (returns an N-byte realistic document, bench/ddp-doc.js)
+                     instead of echo; fanout: publish one via `publishDoc` instead of a small one
   --concurrency N    connects in flight at once (default 128; burst opens all at once)
   --timeout S        bound on every waiting phase (default 60)
   --sync             after each `MARK x` line wait for a line on stdin (the runner samples CPU then)
@@ -38,6 +40,8 @@ pub struct Opts {
     pub timeout: f64,
     pub sync: bool,
     pub deflate: bool,
+    /// `--doc N`: calls return (throughput) / publish (fanout) an N-byte realistic document
+    pub doc: usize,
 }
 
 impl Opts {
@@ -58,6 +62,7 @@ impl Opts {
             timeout: 60.0,
             sync: false,
             deflate: false,
+            doc: 0,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -82,6 +87,7 @@ impl Opts {
                 "--timeout" => o.timeout = num(a, val(a)?)?,
                 "--sync" => o.sync = true,
                 "--deflate" => o.deflate = true,
+                "--doc" => o.doc = num(a, val(a)?)?,
                 "-h" | "--help" => return Err(String::new()),
                 s if !s.starts_with('-') && o.cmd.is_empty() => o.cmd = s.to_string(),
                 s => return Err(format!("unknown argument {s:?}")),
