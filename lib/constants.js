@@ -3,7 +3,7 @@
 // addon (see src/constants.rs): send results, event kinds of a batch, the route and
 // permessage-deflate defaults, and which close codes an endpoint may send.
 
-const native = require('../binding.js');
+const native = require('./load-binding.js');
 
 const c = native.constants();
 
