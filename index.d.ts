@@ -62,6 +62,8 @@ export interface UpgradeResponse<UserData> {
   accept(userData?: UserData, protocol?: string): void;
   /** Refuse it with an HTTP status (default 403) and a text/plain body. */
   reject(status?: number, body?: string): void;
+  /** `cb` runs if the client goes away before accept/reject; answering after that does nothing. */
+  onAborted(cb: () => void): this;
 }
 
 export interface WebSocketBehavior<UserData = Record<string, unknown>> {
@@ -88,6 +90,10 @@ export interface WebSocketBehavior<UserData = Record<string, unknown>> {
   message?: (ws: WebSocket<UserData>, data: string | Buffer, isBinary: boolean) => void;
   /** Buffered bytes went back to 0 after a BACKPRESSURE. */
   drain?: (ws: WebSocket<UserData>) => void;
+  /** A ping received (the core answers it itself); only routes with this handler report them. */
+  ping?: (ws: WebSocket<UserData>, data: Buffer) => void;
+  /** A pong received. */
+  pong?: (ws: WebSocket<UserData>, data: Buffer) => void;
   /** Exactly once per socket. `code` is the close frame received or sent; 1006 if none. */
   close?: (ws: WebSocket<UserData>, code: number, reason: string) => void;
 }

@@ -74,7 +74,7 @@ export interface WebSocketBehavior<UserData> {
   message?: (ws: WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) => void;
   dropped?: (ws: WebSocket<UserData>, message: RecognizedString, isBinary: boolean) => void;
   drain?: (ws: WebSocket<UserData>) => void;
-  /** Accepted; not called yet (the core does not report received pings/pongs). */
+  /** A ping received (the core has answered it already) / a pong received. */
   ping?: (ws: WebSocket<UserData>, message: ArrayBuffer) => void;
   pong?: (ws: WebSocket<UserData>, message: ArrayBuffer) => void;
   close?: (ws: WebSocket<UserData>, code: number, message: ArrayBuffer) => void;

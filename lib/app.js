@@ -24,6 +24,7 @@ class TemplatedApp {
     this._internal = null;
     this._closed = false;
     this._drainWaiters = [];
+    this._pendingUpgrades = new Map(); // token → the upgrade's res, until answered or aborted
     this._updateRef();
   }
 
@@ -90,8 +91,15 @@ class TemplatedApp {
         } else if (kind === Event.DRAIN) {
           const ws = this._sockets.get(id);
           if (ws !== undefined && ws._behavior.drain) ws._behavior.drain(ws);
+        } else if (kind === Event.PING || kind === Event.PONG) {
+          const ws = this._sockets.get(id);
+          const h = ws === undefined || ws._ending ? undefined : ws._behavior[kind === Event.PING ? 'ping' : 'pong'];
+          if (h !== undefined) h(ws, v);
         } else if (kind === Event.UPGRADE) {
           this._upgrade(v);
+        } else if (kind === Event.ABORTED) {
+          const res = this._pendingUpgrades.get(v);
+          if (res !== undefined) res._abort();
         }
       } catch (err) {
         // One handler's exception must not lose the rest of the batch; it surfaces as an
@@ -134,21 +142,40 @@ class TemplatedApp {
   _upgrade(u) {
     const route = this._routes[u.route];
     const token = u.token;
+    const pending = this._pendingUpgrades;
     let answered = false;
+    let onAborted;
+    const answer = () => {
+      if (answered || this._closed) return false;
+      answered = true;
+      pending.delete(token);
+      return true;
+    };
     const res = {
       accept: (userData, protocol) => {
-        if (answered || this._closed) return;
-        answered = true;
+        if (!answer()) return;
         if (userData !== undefined) this._userData.set(token, userData);
         this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, 0, '');
       },
       reject: (status, body) => {
-        if (answered || this._closed) return;
-        answered = true;
+        if (!answer()) return;
         const s = Number.isInteger(status) && status >= 400 && status <= 599 ? status : 403;
         this._native.decide(token, false, undefined, s, body === undefined ? 'Forbidden' : String(body));
       },
+      /** `cb()` runs if the client goes away before accept/reject; answering later is a no-op. */
+      onAborted: (cb) => {
+        onAborted = cb;
+        return res;
+      },
+      _abort: () => {
+        answered = true;
+        pending.delete(token);
+        const cb = onAborted;
+        onAborted = null;
+        if (typeof cb === 'function') cb();
+      },
     };
+    pending.set(token, res);
     const req = {
       method: u.method,
       url: u.url,
@@ -216,6 +243,7 @@ class TemplatedApp {
     if (this._closed) return;
     this.stats();
     this._closed = true;
+    this._pendingUpgrades.clear();
     for (const a of this._attached) detach(a);
     this._attached = [];
     this._native.stopListening();

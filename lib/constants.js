@@ -22,6 +22,9 @@ const Event = Object.freeze({
   DRAIN: c.event.drain,
   CLOSE: c.event.close,
   UPGRADE: c.event.upgrade,
+  PING: c.event.ping,
+  PONG: c.event.pong,
+  ABORTED: c.event.aborted,
   KINDS: c.event.kinds,
 });
 

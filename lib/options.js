@@ -4,7 +4,7 @@
 
 const { ROUTE_DEFAULTS, COMPRESSION_DEFAULTS, CLOSE_CODES_TEXT, isValidCloseCode } = require('./constants');
 
-const HANDLERS = ['upgrade', 'open', 'message', 'drain', 'close'];
+const HANDLERS = ['upgrade', 'open', 'message', 'drain', 'close', 'ping', 'pong'];
 const BEHAVIOR_KEYS = [
   'compression', 'maxPayloadLength', 'maxFragments', 'idleTimeout', 'maxBackpressure',
   'closeOnBackpressureLimit', 'sendPingsAutomatically', ...HANDLERS,
@@ -87,6 +87,7 @@ function routeOptions(pattern, behavior) {
     closeOnBackpressureLimit: boolOption(behavior, 'closeOnBackpressureLimit', where, d.closeOnBackpressureLimit),
     sendPingsAutomatically: boolOption(behavior, 'sendPingsAutomatically', where, d.sendPingsAutomatically),
     upgradeHook: typeof behavior.upgrade === 'function',
+    reportControl: typeof behavior.ping === 'function' || typeof behavior.pong === 'function',
     compression: compressionOptions(c, `${where}.compression`) || undefined,
   };
 }

@@ -50,11 +50,15 @@ pub enum EventKind {
     Drain = 3,
     Close = 4,
     Upgrade = 5,
+    Ping = 6,
+    Pong = 7,
+    /// the client of an upgrade waiting for a decision went away
+    Aborted = 8,
 }
 
 impl EventKind {
     /// Kinds per id in a tag (a power of two above the largest kind).
-    pub const COUNT: u32 = 8;
+    pub const COUNT: u32 = 16;
 }
 
 enum Event {
@@ -68,6 +72,9 @@ enum Event {
     Drain(u32),
     Close(u32, u16, String),
     Upgrade(Box<UpgradeInfo>),
+    /// a ping or pong received (routes with `report_control`; at most 125 bytes, kept inline)
+    Control { id: u32, pong: bool, payload: Vec<u8> },
+    Aborted(u64),
 }
 
 #[derive(Default)]
@@ -189,6 +196,14 @@ impl Handler for Bridge {
             st.data.extend_from_slice(data);
             st.events.push(Event::Message { id: conn.id, binary, start, end: st.data.len() });
         });
+    }
+
+    fn upgrade_aborted(&self, token: u64) {
+        self.push(Event::Aborted(token));
+    }
+
+    fn control(&self, conn: &Arc<Conn>, payload: &[u8], pong: bool) {
+        self.push(Event::Control { id: conn.id, pong, payload: payload.to_vec() });
     }
 
     fn drain(&self, conn: &Arc<Conn>) {
@@ -316,6 +331,14 @@ unsafe fn js_string(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value>
     Ok(v)
 }
 
+/// A Buffer with a copy of `bytes`.
+unsafe fn js_buffer(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value> {
+    let mut out = ptr::null_mut();
+    let mut buf = ptr::null_mut();
+    check(sys::napi_create_buffer_copy(env, bytes.len(), bytes.as_ptr().cast(), &mut buf, &mut out))?;
+    Ok(out)
+}
+
 unsafe fn js_number(env: sys::napi_env, n: f64) -> Result<sys::napi_value> {
     let mut v = ptr::null_mut();
     check(sys::napi_create_double(env, n, &mut v))?;
@@ -392,20 +415,16 @@ unsafe fn event_values(
         } => {
             let bytes = &data[start..end];
             if binary {
-                let mut out = ptr::null_mut();
-                let mut buf = ptr::null_mut();
-                check(sys::napi_create_buffer_copy(
-                    env,
-                    bytes.len(),
-                    bytes.as_ptr().cast(),
-                    &mut buf,
-                    &mut out,
-                ))?;
-                (tag(id, EventKind::Binary), out)
+                (tag(id, EventKind::Binary), js_buffer(env, bytes)?)
             } else {
                 (tag(id, EventKind::Text), js_string(env, bytes)?)
             }
         }
+        Event::Control { id, pong, payload } => {
+            let kind = if pong { EventKind::Pong } else { EventKind::Ping };
+            (tag(id, kind), js_buffer(env, &payload)?)
+        }
+        Event::Aborted(token) => (tag(0, EventKind::Aborted), js_number(env, token as f64)?),
         Event::Open(conn, info) => {
             let id = conn.id;
             sockets::insert(conn);

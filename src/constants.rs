@@ -25,6 +25,9 @@ pub struct EventKinds {
     pub drain: u32,
     pub close: u32,
     pub upgrade: u32,
+    pub ping: u32,
+    pub pong: u32,
+    pub aborted: u32,
     /// `tag = id * kinds + kind`
     pub kinds: u32,
 }
@@ -106,6 +109,9 @@ pub fn constants() -> Constants {
             drain: EventKind::Drain as u32,
             close: EventKind::Close as u32,
             upgrade: EventKind::Upgrade as u32,
+            ping: EventKind::Ping as u32,
+            pong: EventKind::Pong as u32,
+            aborted: EventKind::Aborted as u32,
             kinds: EventKind::COUNT,
         },
         route_defaults: RouteDefaults {

@@ -78,6 +78,7 @@ pub struct RouteOptions {
     pub close_on_backpressure_limit: bool,
     pub send_pings_automatically: bool,
     pub upgrade_hook: bool,
+    pub report_control: bool,
     pub compression: Option<CompressionOptions>,
 }
 
@@ -156,6 +157,7 @@ impl NativeApp {
             send_pings: o.send_pings_automatically,
             compression,
             upgrade_hook: o.upgrade_hook,
+            report_control: o.report_control,
         };
         Ok(self.server()?.add_route(&pattern, behavior))
     }

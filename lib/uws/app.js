@@ -45,12 +45,21 @@ class UApp {
         const u = ws._uws;
         if (u !== undefined && !u._done && b.drain) b.drain(u);
       },
+      ping: (ws, data) => {
+        const u = ws._uws;
+        if (u !== undefined && !u._done && b.ping) b.ping(u, arrayBuffer(data));
+      },
+      pong: (ws, data) => {
+        const u = ws._uws;
+        if (u !== undefined && !u._done && b.pong) b.pong(u, arrayBuffer(data));
+      },
       close: (ws, code, reason) => {
         if (ws._uws !== undefined) this._finish(ws._uws, code, reason);
       },
     };
     if (b.upgrade) inner.upgrade = (req, res) => this._upgrade(route, req, res);
     opts.upgradeHook = b.upgrade !== undefined;
+    opts.reportControl = b.ping !== undefined || b.pong !== undefined;
     const index = this._inner._native.addRoute(route.pattern, opts);
     this._inner._routes[index] = { pattern: route.pattern, behavior: inner };
     return this;

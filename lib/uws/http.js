@@ -72,7 +72,6 @@ class UHttpResponse {
     this._r = r;
     this._res = res; // main API: accept(userData, protocol) / reject(status, body)
     this._status = 200;
-    this._aborted = null;
     this._answered = false;
   }
 
@@ -111,8 +110,9 @@ class UHttpResponse {
     this._res.accept(userData, p === '' ? undefined : p.split(',')[0].trim());
   }
 
+  /** `cb()` runs if the client goes away before the upgrade is answered (as uWS). */
   onAborted(cb) {
-    this._aborted = cb;
+    this._res.onAborted(cb);
     return this;
   }
 

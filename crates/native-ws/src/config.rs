@@ -21,6 +21,8 @@ pub struct Behavior {
     pub compression: Option<DeflateConfig>,
     /// The consumer wants to decide each upgrade (see [`crate::Handler::upgrade`]).
     pub upgrade_hook: bool,
+    /// The consumer wants the pings and pongs received ([`crate::Handler::ping`], `pong`).
+    pub report_control: bool,
 }
 
 impl Default for Behavior {
@@ -34,6 +36,7 @@ impl Default for Behavior {
             send_pings: true,
             compression: None,
             upgrade_hook: false,
+            report_control: false,
         }
     }
 }

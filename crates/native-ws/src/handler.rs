@@ -44,9 +44,14 @@ pub struct OpenInfo {
 pub trait Handler: Send + Sync + 'static {
     /// Only for routes with `upgrade_hook`: answer later with `Server::decide(token, ..)`.
     fn upgrade(&self, _info: UpgradeInfo) {}
+    /// The client of an upgrade still waiting for the consumer's decision went away.
+    fn upgrade_aborted(&self, _token: u64) {}
     fn open(&self, conn: &Arc<Conn>, info: OpenInfo);
     /// One complete message; `data` is valid UTF-8 when `binary` is false.
     fn message(&self, conn: &Arc<Conn>, data: &[u8], binary: bool);
+    /// A ping (`pong` false) or pong received, for routes with `report_control` (after the
+    /// core queued its answer to a ping).
+    fn control(&self, _conn: &Arc<Conn>, _payload: &[u8], _pong: bool) {}
     /// The outbound buffer emptied after a send returned BACKPRESSURE.
     fn drain(&self, _conn: &Arc<Conn>) {}
     /// Exactly once per opened connection.

@@ -317,6 +317,37 @@ fn parse_preamble(line: &[u8], secret: &str) -> Option<Option<SocketAddr>> {
     Some(Some(SocketAddr::new(ip, port)))
 }
 
+/// Wait for the consumer's decision on an upgrade while watching the socket: `None` when the
+/// client closes (or the socket fails) first. Bytes the client sends meanwhile (frames
+/// pipelined after its request) are kept in `leftover`, up to 64 KiB; past that
+/// the socket is no longer watched.
+async fn await_decision(
+    stream: &Stream,
+    mut rx: oneshot::Receiver<Decision>,
+    leftover: &mut Vec<u8>,
+) -> Option<Result<Decision, oneshot::error::RecvError>> {
+    /// Bytes a client may send before its upgrade is answered.
+    const MAX_EARLY_BYTES: usize = 64 * 1024;
+    loop {
+        if leftover.len() >= MAX_EARLY_BYTES {
+            return Some(rx.await);
+        }
+        tokio::select! {
+            decision = &mut rx => return Some(decision),
+            ready = stream.readable() => {
+                ready.ok()?;
+                leftover.reserve(1024);
+                match stream.try_read_buf(leftover) {
+                    Ok(0) => return None,
+                    Ok(_) => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {}
+                    Err(_) => return None,
+                }
+            }
+        }
+    }
+}
+
 /// The opening handshake of one connection: read the request head (unless Node parsed it),
 /// validate and route it, negotiate permessage-deflate, ask the upgrade hook, answer 101 and
 /// create the connection. `None` when the request was refused (already answered) or the peer
@@ -327,7 +358,7 @@ async fn accept_upgrade(
     mut remote: Option<SocketAddr>,
     source: Source,
 ) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
-    let (req, leftover) = match source {
+    let (req, mut leftover) = match source {
         Source::Parsed(req, head) => (req, head),
         Source::Socket | Source::Preamble => {
             let preamble = matches!(source, Source::Preamble);
@@ -379,7 +410,13 @@ async fn accept_upgrade(
             extensions: upgrade.extensions.clone(),
         });
         shared.handler.flush();
-        match rx.await {
+        let Some(decision) = await_decision(stream, rx, &mut leftover).await else {
+            // The client went away before the answer: the consumer hears of it (uWS's onAborted).
+            shared.handler.upgrade_aborted(token);
+            shared.handler.flush();
+            return None;
+        };
+        match decision {
             Ok(Decision::Accept { protocol: p }) => {
                 protocol = p.filter(|p| upgrade.protocols.iter().any(|o| o == p));
             }

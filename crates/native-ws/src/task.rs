@@ -353,6 +353,7 @@ impl Task {
         let conn = &self.conn;
         let handler = &self.handler;
         let deliver = self.close_deadline.is_none();
+        let report = deliver && conn.behavior.report_control;
         let mut pong = false;
         let mut peer_close: Option<Outcome> = None;
         let result = self.reader.read(buf, &mut |msg| match msg {
@@ -363,8 +364,17 @@ impl Task {
                     handler.message(conn, payload, !text);
                 }
             }
-            Msg::Ping(p) => pong |= conn.queue_pong(p),
-            Msg::Pong(_) => {}
+            Msg::Ping(p) => {
+                pong |= conn.queue_pong(p);
+                if report {
+                    handler.control(conn, p, false);
+                }
+            }
+            Msg::Pong(p) => {
+                if report {
+                    handler.control(conn, p, true);
+                }
+            }
             Msg::Close(code, reason) => peer_close = Some((code, reason.to_string())),
         });
         let progress = match result {
