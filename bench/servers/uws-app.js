@@ -4,10 +4,18 @@
 // idleTimeout 45 s) except maxPayloadLength, which is 16 MiB here as for every other server.
 // Compression: off; BENCH_COMPRESS=1 → SHARED_COMPRESSOR | SHARED_DECOMPRESSOR (uWS has no
 // threshold, level or window settings, so this is the closest it gets to Meteor's defaults).
-const { COMPRESS, MAX_PAYLOAD, ShimSocket } = require('./common');
+// With `--native`, the same program runs on ddp-transport-native's uWS.js compat surface
+// (require('ddp-transport-native/uws')) instead: the same code, the other implementation.
+const path = require('node:path');
+const { COMPRESS, MAX_PAYLOAD, ROOT, ShimSocket } = require('./common');
+
+/** uws-pack, or ddp-transport-native's compat surface with `--native`. */
+async function uwsModule() {
+  return process.argv.includes('--native') ? require(path.join(ROOT, 'lib', 'uws')) : import('uws-pack');
+}
 
 async function createUwsApp(ddp) {
-  const uws = await import('uws-pack');
+  const uws = await uwsModule();
   const app = uws.App();
   const compression = COMPRESS ? (uws.SHARED_COMPRESSOR | uws.SHARED_DECOMPRESSOR) : uws.DISABLED;
   app.ws('/*', {
