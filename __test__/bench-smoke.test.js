@@ -45,7 +45,7 @@ test('bench --smoke: every server starts and every workload completes', { timeou
 
   const workloads = report.workloads.map((w) => w.name);
   assert.deepEqual(workloads, ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'idle_deflate', 'compressed',
-    'compressed-methods', 'compressed-fan-out']);
+    'compressed-methods', 'compressed-fan-out', 'fan-out-4k']);
   const problems = [];
   for (const tr of report.transports) {
     if (tr.unavailable) {

@@ -32,10 +32,10 @@ const TRANSPORTS = [
     command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'uws-publish', description: "uWebSockets.js direct, the fan-out through uWS's own pub/sub: one app.publish per message (compressed once), not per-socket sends",
     command: nodeServer('uws-publish.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true,
-    workloads: ['fanout', 'compressed-fan-out'] },
+    workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
   { name: 'native-publish', description: "the same uWS.js program as uws-publish on ddp-transport-native's uWS.js compat surface (require('ddp-transport-native/uws')): one app.publish per message, encoded once",
     command: () => [NODE, path.join('bench', 'servers', 'uws-publish.js'), '--native'], unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true,
-    workloads: ['fanout', 'compressed-fan-out'] },
+    workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
   { name: 'uws-proxied', description: "Meteor 3.5's uws design: uWS on an internal loopback port, Node's http.Server piping /websocket upgrades to it",
     command: nodeServer('uws-proxied.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'native-attach', description: "ddp-transport-native through its Meteor adapter (meteor/index.js), attached to a Node http.Server (same port)",
@@ -97,6 +97,19 @@ function idleMetrics(rec) {
   };
 }
 const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} → ${m.rss_after_mib} MiB after)`;
+
+/** Metrics of the 4 KiB fan-outs (compressed or not): first/last delivery, CPU and bytes per delivery. */
+const FAN_OUT_4K = {
+  metrics: (rec) => ({
+    first_p50_ms: rec.loadgen.first_p50_ms,
+    p50_ms: rec.loadgen.p50_ms,
+    p99_ms: rec.loadgen.p99_ms,
+    server_cpu_us_per_delivery: perUnit(rec, rec.loadgen.deliveries),
+    wire_bytes_per_delivery: Math.round(rec.loadgen.wire_bytes_per_delivery),
+  }),
+  brief: (m) => `first p50 ${m.first_p50_ms} ms, last p50 ${m.p50_ms} ms, ${m.server_cpu_us_per_delivery} µs server CPU/delivery, ` +
+    `${m.wire_bytes_per_delivery} B/delivery`,
+};
 
 const WORKLOADS = [
   {
@@ -239,15 +252,17 @@ const WORKLOADS = [
       '--deflate', '--doc', cfg.docBytes),
     timeoutS: () => 180,
     notApplicable: (t) => (t.compression ? null : 'no permessage-deflate'),
-    metrics: (rec) => ({
-      first_p50_ms: rec.loadgen.first_p50_ms,
-      p50_ms: rec.loadgen.p50_ms,
-      p99_ms: rec.loadgen.p99_ms,
-      server_cpu_us_per_delivery: perUnit(rec, rec.loadgen.deliveries),
-      wire_bytes_per_delivery: Math.round(rec.loadgen.wire_bytes_per_delivery),
-    }),
-    brief: (m) => `first p50 ${m.first_p50_ms} ms, last p50 ${m.p50_ms} ms, ${m.server_cpu_us_per_delivery} µs server CPU/delivery, ` +
-      `${m.wire_bytes_per_delivery} B/delivery`,
+    ...FAN_OUT_4K,
+  },
+  {
+    name: 'fan-out-4k',
+    description: 'the same 4 KiB fan-out without compression: M subscribers of `fanout`, one writer calls `publishDoc` ' +
+      'sequentially (per-socket sends of the same string; uws-publish/native-publish: app.publish); send → first and last subscriber received',
+    command: (cfg, url) => lg(cfg, 'fanout', '--url', url, '--subscribers', cfg.fanoutSubscribers, '--writes', cfg.fanoutWrites,
+      '--doc', cfg.docBytes),
+    timeoutS: () => 180,
+    notApplicable: () => null,
+    ...FAN_OUT_4K,
   },
 ];
 
@@ -274,6 +289,8 @@ function columns(cfg) {
     { workload: 'idle_deflate', key: 'rss_after_mib', label: `RSS MiB ${cfg.rssAfterS} s after the deflate clients left`, better: 'lower', digits: 1 },
     { workload: 'compressed-methods', key: 'server_cpu_us_per_call', label: 'compressed 4 KiB doc: server CPU µs/call', better: 'lower', digits: 1 },
     { workload: 'compressed-methods', key: 'wire_bytes_per_call', label: 'compressed 4 KiB doc: wire bytes/result', better: 'lower', digits: 0 },
+    { workload: 'fan-out-4k', key: 'server_cpu_us_per_delivery', label: `4 KiB fan-out ×${cfg.fanoutSubscribers}: server CPU µs/delivery`, better: 'lower', digits: 2 },
+    { workload: 'fan-out-4k', key: 'first_p50_ms', label: '4 KiB fan-out: first delivery p50 (ms)', better: 'lower', digits: 2 },
     { workload: 'compressed-fan-out', key: 'server_cpu_us_per_delivery', label: `compressed fan-out ×${cfg.fanoutSubscribers}: server CPU µs/delivery`, better: 'lower', digits: 2 },
     { workload: 'compressed-fan-out', key: 'first_p50_ms', label: 'compressed fan-out: first delivery p50 (ms)', better: 'lower', digits: 2 },
     { workload: 'compressed-fan-out', key: 'p50_ms', label: 'compressed fan-out: last delivery p50 (ms)', better: 'lower', digits: 2 },
