@@ -193,16 +193,7 @@ impl NativeApp {
         headers: Vec<String>,
         head: BufferSlice,
     ) -> Result<()> {
-        let headers = headers
-            .chunks_exact(2)
-            .map(|p| (p[0].to_ascii_lowercase(), p[1].clone()))
-            .collect();
-        let req = Request {
-            method,
-            url: native_ws::route::origin_form(&url).into_owned(),
-            headers,
-            before_http_1_1: matches!(http_version.as_str(), "1.0" | "0.9"),
-        };
+        let req = Request::parsed_elsewhere(method, &url, &http_version, &headers);
         self.server()?
             .adopt(fd, req, head.to_vec())
             .map_err(io_error)

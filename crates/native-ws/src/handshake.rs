@@ -28,6 +28,18 @@ pub struct Request {
 }
 
 impl Request {
+    /// A request another HTTP server parsed (Node's `upgrade` event): its method, target as sent
+    /// (absolute-form is reduced to origin form), HTTP version ("1.1") and flat header list
+    /// (name, value, name, value, ...).
+    pub fn parsed_elsewhere(method: String, target: &str, http_version: &str, flat_headers: &[String]) -> Request {
+        Request {
+            method,
+            url: crate::route::origin_form(target).into_owned(),
+            headers: flat_headers.chunks_exact(2).map(|p| (p[0].to_ascii_lowercase(), p[1].clone())).collect(),
+            before_http_1_1: matches!(http_version, "1.0" | "0.9"),
+        }
+    }
+
     /// First value of header `name` (lower-case name expected).
     ///
     /// The comparison is ASCII case-insensitive, so a header list built from Node's
