@@ -19,6 +19,7 @@ use crate::sockets;
 use napi::sys;
 use native_ws::codec::{OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT};
 use native_ws::conn::NOT_FINAL;
+use native_ws::config::CORK_SOCKETS;
 use native_ws::{Conn, SendStatus};
 use std::cell::RefCell;
 use std::ffi::{c_void, CStr};
@@ -89,16 +90,26 @@ pub fn flush_dirty() {
     });
 }
 
-/// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes).
+/// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes). Once
+/// [`CORK_SOCKETS`] sockets have frames waiting in this tick, they are written right away: in a
+/// large fan-out the first deliveries leave before the tick's last send, and each socket is
+/// still written once (a fan-out reaches every socket once per tick).
 fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(&mut Vec<u8>)) -> SendStatus {
-    sockets::with(id, |conn| {
+    let (status, cork_full) = sockets::with(id, |conn| {
         let (status, newly_dirty) = conn.send(opcode, min_len, compress, fill);
-        if newly_dirty {
-            DIRTY.with(|d| d.borrow_mut().push(conn.clone()));
-        }
-        status
+        let cork_full = newly_dirty
+            && DIRTY.with(|d| {
+                let mut d = d.borrow_mut();
+                d.push(conn.clone());
+                d.len() >= CORK_SOCKETS
+            });
+        (status, cork_full)
     })
-    .unwrap_or(CLOSED)
+    .unwrap_or((CLOSED, false));
+    if cork_full {
+        flush_dirty();
+    }
+    status
 }
 
 unsafe fn throw_type_error(env: sys::napi_env, msg: &CStr) -> sys::napi_value {

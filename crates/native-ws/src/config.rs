@@ -47,6 +47,9 @@ pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 pub const CLOSE_WAIT: Duration = Duration::from_secs(2);
 /// Bytes one JS tick may queue on a socket before `send` writes them right away (uWS's cork size).
 pub const CORK_LIMIT: usize = 16 * 1024;
+/// Sockets one JS tick may leave waiting before they are written (the bounded cork of a
+/// fan-out: the first deliveries leave before the tick's last send).
+pub const CORK_SOCKETS: usize = 64;
 /// Largest capacity a connection's outbound queue or message buffer keeps once it is empty.
 pub const MAX_IDLE_CAPACITY: usize = 64 * 1024;
 /// Pong frames that may wait unsent on one socket: every ping is answered while they fit; past
