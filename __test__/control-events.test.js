@@ -143,3 +143,32 @@ test('uWS surface: res.onAborted during an async upgrade; the same with uWS.js',
   }
   assert.deepEqual(await program(real), ours, 'identical to uWS.js');
 });
+
+test('uWS surface: app.publish of a compressed message to 8 subscribers compresses once, same bytes for all', T, async (t) => {
+  const app = uws.App().ws('/*', {
+    compression: uws.SHARED_COMPRESSOR,
+    open: (ws) => ws.subscribe('room'),
+  });
+  const token = await new Promise((resolve) => app.listen('127.0.0.1', 0, resolve));
+  t.after(() => app.close());
+  const port = uws.us_socket_local_port(token);
+  const clients = [];
+  for (let i = 0; i < 8; i++) {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}/`, { perMessageDeflate: true });
+    ws.got = [];
+    ws.on('message', (d) => ws.got.push(d.toString()));
+    await deadline(new Promise((resolve, reject) => { ws.once('open', resolve); ws.once('error', reject); }), 5000, 'open');
+    clients.push(ws);
+  }
+  await waitFor(() => app.numSubscribers('room') === 8, { label: 'subscribed' });
+  const before = app._inner.stats();
+  const message = JSON.stringify({ msg: 'changed', fields: { text: 'lorem ipsum '.repeat(400) } });
+  assert.equal(app.publish('room', message, false, true), true);
+  await waitFor(() => clients.every((c) => c.got.length === 1), { label: 'every subscriber' });
+  for (const c of clients) assert.equal(c.got[0], message);
+  const after = app._inner.stats();
+  assert.equal(after.compressions - before.compressions, 1, 'compressed once');
+  assert.equal(after.compressionsReused - before.compressionsReused, 7, 'the frame reused for the 7 others');
+  assert.ok(after.wireBytesOut - before.wireBytesOut < 8 * message.length / 2, 'compressed on the wire');
+  clients.forEach((c) => c.close());
+});
