@@ -147,7 +147,7 @@ function checkLayout() {
 function ensureRustTargets(targets) {
   const installed = capture('rustup', ['target', 'list', '--installed']);
   if (installed === null) throw new Error('rustup is not on PATH: dist needs Rust via rustup (https://rustup.rs)');
-  const missing = targets.map((t) => t.triple).filter((t) => !installed.split('\n').includes(t));
+  const missing = targets.map((t) => t.triple).filter((t) => !installed.split(/\r?\n/).includes(t));
   if (missing.length) {
     log(`rustup target add ${missing.join(' ')}`);
     run('rustup', ['target', 'add', ...missing]);
@@ -178,9 +178,10 @@ function zigEnv() {
 
 function build(t, artifacts, env, loaderDir, withLoader) {
   const rel = (f) => path.relative(artifacts, path.join(loaderDir, f)); // --js/--dts are relative to -o
-  const args = ['build', '--platform', '--release', '--strip', '--target', t.buildTarget, '-o', artifacts,
+  const args = ['build', '--platform', '--release', '--target', t.buildTarget, '-o', artifacts,
     '--dts', rel('binding.d.ts')];
-  if (!t.windows || process.platform !== 'win32') args.push('--cross-compile');
+  // --strip adds `-C link-arg=-s`, which MSVC's link.exe does not know (it keeps symbols in a .pdb).
+  if (!t.windows) args.push('--strip', '--cross-compile');
   // One build also writes the loader, to check the committed binding.js against it. It must be
   // written next to the .node: napi makes the loader's paths relative to where it is written.
   args.push(...(withLoader ? ['--js', 'binding.js'] : ['--no-js']));
@@ -406,7 +407,7 @@ function main() {
     const env = buildable.some((t) => !t.windows) ? zigEnv() : process.env;
     let loaderBuilt = false;
     for (const t of buildable) {
-      log(`\n=== ${t.platform}: napi build --release --strip --target ${t.buildTarget}${t.windows ? '' : ' -x'}`);
+      log(`\n=== ${t.platform}: napi build --release${t.windows ? '' : ' --strip -x'} --target ${t.buildTarget}`);
       const withLoader = !loaderBuilt && !t.windows;
       const ms = build(t, artifacts, env, loaderDir, withLoader);
       loaderBuilt = loaderBuilt || withLoader;
