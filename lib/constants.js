@@ -37,6 +37,11 @@ const COMPRESSION_DEFAULTS = Object.freeze({
   requestMaxWindowBits: c.compressionDefaults.requestMaxWindowBits ?? undefined,
 });
 
+/** Kinds of `send` (message, fragments, ping) and the prefix of routes matched with uWS's rules:
+ *  for the uWS compat surface (lib/uws/). */
+const SEND_KIND = Object.freeze({ ...c.sendKind });
+const UWS_PATTERN_PREFIX = c.uwsPatternPrefix;
+
 /** Close codes an endpoint may send in a close frame (RFC 6455 §7.4). */
 const CLOSE_CODE_RANGES = Object.freeze(c.closeCodeRanges.map((r) => Object.freeze([r.from, r.to])));
 
@@ -59,5 +64,7 @@ module.exports = {
   CLOSE_CODE_RANGES,
   CLOSE_CODES_TEXT,
   BACKPRESSURE_CLOSE_CODE,
+  SEND_KIND,
+  UWS_PATTERN_PREFIX,
   isValidCloseCode,
 };

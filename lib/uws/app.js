@@ -3,14 +3,14 @@
 // registered with the core's uWS matching rules; handlers get uWS's arguments.
 
 const { TemplatedApp } = require('../app');
-const { native } = require('../constants');
+const { UWS_PATTERN_PREFIX } = require('../constants');
 const O = require('../options');
 const { UWebSocket } = require('./websocket');
 const { UHttpRequest, UHttpResponse } = require('./http');
 const { Topics } = require('./topics');
 const { arrayBuffer, text } = require('./util');
 
-const PREFIX = native.constants().uwsPatternPrefix;
+const PREFIX = UWS_PATTERN_PREFIX;
 
 function rethrow(err) {
   throw err;
