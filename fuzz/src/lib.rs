@@ -423,7 +423,7 @@ fn inflate_messages(msgs: &[&[u8]], bits: u8, nct: bool, cap: usize, mut split: 
             }
         };
         if res.is_ok() {
-            res = inf.finish(&mut out, cap);
+            res = inf.finish(&mut out, cap).map(|_| ());
             assert!(out.len() <= cap);
             assert!(out.capacity() <= cap);
         }

@@ -8,8 +8,10 @@
 //! * Per-I/O-thread pools, so that an idle connection holds no stream:
 //!   `with_shared_deflater` runs a message through the thread's compressor for
 //!   server_no_context_takeover connections, and `take_pooled_inflater` /
-//!   `give_back_inflater` lend client_no_context_takeover connections a spare
-//!   inflater for one message.
+//!   `give_back_inflater` lend a spare inflater for one message, to
+//!   client_no_context_takeover connections and to context-takeover ones with
+//!   a small window, which keep only a [`SavedWindow`] between messages.
+//!   `take_buffer` / `give_back_buffer` lend the message buffer likewise.
 //!
 //! Pure code: no I/O, no async.
 //!
@@ -231,7 +233,10 @@ impl Inflater {
     /// End of message: inflate the implicit `00 00 ff ff` tail (same cap; it
     /// must decode to nothing, else `Corrupt`), then reset the stream if
     /// no_context_takeover (or if the sender ended the deflate stream).
-    pub fn finish(&mut self, out: &mut Vec<u8>, max_len: usize) -> Result<(), InflateError> {
+    ///
+    /// Returns whether the sender ended its deflate stream in this message (the next message
+    /// starts a new stream, with an empty window).
+    pub fn finish(&mut self, out: &mut Vec<u8>, max_len: usize) -> Result<bool, InflateError> {
         if !self.stream_ended {
             let before = out.len();
             self.inflate(&SYNC_TAIL, out, max_len, FlushDecompress::Sync)?;
@@ -239,10 +244,11 @@ impl Inflater {
                 return Err(InflateError::Corrupt);
             }
         }
-        if self.no_context_takeover || self.stream_ended {
+        let ended = self.stream_ended;
+        if self.no_context_takeover || ended {
             self.reset();
         }
-        Ok(())
+        Ok(ended)
     }
 
     /// Drop any partial-message state and the window (fresh stream).
@@ -250,6 +256,18 @@ impl Inflater {
         self.inner.reset(false);
         self.stream_ended = false;
     }
+
+    /// Continue a context-takeover stream in a fresh inflater: `window` is the stream's last
+    /// output bytes (at most the window size; see [`SavedWindow`]). Call on a reset inflater,
+    /// before the first [`Inflater::feed`] of a message.
+    pub fn resume(&mut self, window: &[u8]) {
+        if !window.is_empty() {
+            // A raw inflater takes a dictionary at any point between messages; it cannot fail
+            // for a stream that has not started (and a failure would surface as Corrupt).
+            let _ = self.inner.set_dictionary(window);
+        }
+    }
+
 
     fn inflate(
         &mut self,
@@ -322,6 +340,52 @@ fn append_capped(out: &mut Vec<u8>, data: &[u8], max_len: usize) {
 }
 
 // ---------------------------------------------------------------------------
+// A parked inflate window
+// ---------------------------------------------------------------------------
+
+/// The inflate window of a context-takeover connection between two messages: the last bytes its
+/// client's stream produced, at most `1 << window_bits` (the farthest a back-reference may reach).
+/// With it the connection lends a pooled [`Inflater`] per message ([`Inflater::resume`]) instead
+/// of keeping one: an idle connection holds these bytes, not an inflater's ~10 KiB of state and
+/// window pages. Used for small windows only (the bytes are copied twice per message).
+/// Context-takeover connections whose client window is at most this many bits park it in a
+/// [`SavedWindow`] between messages (≤ 4 KiB copied in and out per message); larger windows keep
+/// a dedicated inflater.
+pub(crate) const PARKED_WINDOW_MAX_BITS: u8 = 12;
+
+#[derive(Default)]
+pub struct SavedWindow {
+    bytes: Vec<u8>,
+}
+
+impl SavedWindow {
+    pub fn bytes(&self) -> &[u8] {
+        &self.bytes
+    }
+
+    /// Append one message's inflated output to the stream history, keeping the last
+    /// `1 << window_bits` bytes.
+    pub fn push(&mut self, output: &[u8], window_bits: u8) {
+        let size = 1usize << window_bits.clamp(MIN_WINDOW_BITS, MAX_WINDOW_BITS);
+        if output.len() >= size {
+            self.bytes.clear();
+            self.bytes.extend_from_slice(&output[output.len() - size..]);
+        } else {
+            let keep = size - output.len();
+            if self.bytes.len() > keep {
+                self.bytes.drain(..self.bytes.len() - keep);
+            }
+            self.bytes.extend_from_slice(output);
+        }
+    }
+
+    /// The stream restarted (the client ended it with a final block).
+    pub fn clear(&mut self) {
+        self.bytes = Vec::new();
+    }
+}
+
+// ---------------------------------------------------------------------------
 // Per-I/O-thread pools
 // ---------------------------------------------------------------------------
 
@@ -329,10 +393,35 @@ thread_local! {
     /// With server_no_context_takeover one compressor per thread (and level and window) serves
     /// every socket.
     static SHARED_DEFLATERS: RefCell<Vec<((u32, u8), Deflater)>> = const { RefCell::new(Vec::new()) };
-    /// Inflaters of connections whose client resets its context per message
-    /// (client_no_context_takeover): after each message the inflater goes back here, so an idle
-    /// connection holds none and no message allocates one.
+    /// Inflaters lent for one message, reset: to connections whose client resets its context per
+    /// message (client_no_context_takeover), and to context-takeover connections with a small
+    /// window, which resume their [`SavedWindow`] in it. After each message the inflater comes
+    /// back, so an idle connection holds none and no message allocates one.
     static SPARE_INFLATERS: RefCell<Vec<(u8, Box<Inflater>)>> = const { RefCell::new(Vec::new()) };
+    /// Message buffers lent while a message is assembled (inflated or fragmented), so an idle
+    /// connection keeps none.
+    static SPARE_BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+}
+
+const MAX_SPARE_BUFFERS: usize = 8;
+
+/// An empty message buffer: one of this thread's spares (with its capacity), else a new one.
+pub(crate) fn take_buffer() -> Vec<u8> {
+    SPARE_BUFFERS.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+}
+
+/// Return a buffer from [`take_buffer`]; kept (emptied) if it is at most `max_capacity`.
+pub(crate) fn give_back_buffer(mut buf: Vec<u8>, max_capacity: usize) {
+    if buf.capacity() == 0 || buf.capacity() > max_capacity {
+        return;
+    }
+    buf.clear();
+    SPARE_BUFFERS.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < MAX_SPARE_BUFFERS {
+            s.push(buf);
+        }
+    });
 }
 
 const MAX_SPARE_INFLATERS: usize = 8;
@@ -374,6 +463,7 @@ pub(crate) fn take_pooled_inflater(window_bits: u8) -> Box<Inflater> {
 /// Return an inflater from [`take_pooled_inflater`] after [`Inflater::finish`] (which reset it,
 /// so nothing of its connection is left in it). Dropped when the thread has enough spares.
 pub(crate) fn give_back_inflater(window_bits: u8, inflater: Box<Inflater>) {
+    debug_assert!(inflater.no_context_takeover, "only pooled (resetting) inflaters come back");
     SPARE_INFLATERS.with(|s| {
         let mut s = s.borrow_mut();
         if s.len() < MAX_SPARE_INFLATERS {

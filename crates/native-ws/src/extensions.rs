@@ -35,15 +35,25 @@ pub struct DeflateConfig {
     pub max_window_bits: u8,
     /// Ask the client for `client_no_context_takeover`.
     pub request_no_context_takeover: bool,
-    /// Ask the client for `client_max_window_bits=N` (8..=15). Only sent when
-    /// the client's offer contains `client_max_window_bits`.
+    /// Bound the client's window (8..=15): `client_max_window_bits=N` when the
+    /// client's offer contains `client_max_window_bits`; below 15, a client that
+    /// did not offer it is asked for `client_no_context_takeover` instead (as
+    /// uWS does for a dedicated decompressor). None: nothing asked.
     pub request_max_window_bits: Option<u8>,
 }
 
+/// The client window the server asks for by default ([`DeflateConfig::default`]): small enough
+/// that a context-takeover connection parks it between messages (1 KiB, see
+/// [`crate::deflate::SavedWindow`]) instead of keeping an inflater; DDP's client→server calls
+/// still compress ~3× with it (~3.5× with 15 bits, ~1.3× with no context).
+pub const DEFAULT_CLIENT_WINDOW_BITS: u8 = 10;
+
 impl Default for DeflateConfig {
     /// Meteor's defaults: threshold 1024, level 1, mem_level 1, strategy 0,
-    /// server no_context_takeover, server window 8 bits, nothing requested from
-    /// the client.
+    /// server no_context_takeover, server window 8 bits; and (our addition, for
+    /// the memory of idle sockets) a client window of
+    /// [`DEFAULT_CLIENT_WINDOW_BITS`]. `request_max_window_bits: Some(15)` answers
+    /// clients exactly as Meteor does.
     fn default() -> Self {
         DeflateConfig {
             threshold: 1024,
@@ -53,7 +63,7 @@ impl Default for DeflateConfig {
             no_context_takeover: true,
             max_window_bits: 8,
             request_no_context_takeover: false,
-            request_max_window_bits: None,
+            request_max_window_bits: Some(DEFAULT_CLIENT_WINDOW_BITS),
         }
     }
 }
@@ -101,7 +111,8 @@ struct Offer {
 /// * `server_no_context_takeover` if the client asked for it or
 ///   `cfg.no_context_takeover`;
 /// * `client_no_context_takeover` if the client asked for it or
-///   `cfg.request_no_context_takeover`;
+///   `cfg.request_no_context_takeover`, or if `cfg.request_max_window_bits`
+///   is below 15 and the client did not offer `client_max_window_bits`;
 /// * `server_max_window_bits=N` only if the client offered
 ///   `server_max_window_bits`, with N = min(offered, cfg.max_window_bits).
 ///   N = 8 is answered as 8 and deflated with 9 bits. When the client did not
@@ -112,7 +123,8 @@ struct Offer {
 ///   is ~2.8× faster and compresses 1.21× better than with 9 bits), else
 ///   max(cfg.max_window_bits, 9) bits (a per-connection window kept small).
 /// * `client_max_window_bits=M` only if the client offered
-///   `client_max_window_bits` AND `cfg.request_max_window_bits` is `Some(r)`:
+///   `client_max_window_bits`, `client_no_context_takeover` is not answered,
+///   AND `cfg.request_max_window_bits` is `Some(r)`:
 ///   M = min(r, offered value or 15). A bare `client_max_window_bits` is never
 ///   sent (invalid in a response).
 ///
@@ -137,8 +149,11 @@ pub fn negotiate(offers: &str, cfg: &DeflateConfig) -> Option<Negotiated> {
 
 fn build_response(offer: &Offer, cfg: &DeflateConfig) -> Negotiated {
     let server_no_context_takeover = offer.server_no_context_takeover || cfg.no_context_takeover;
+    // A client window we may not bound (not offered) is bounded to one message instead.
+    let unbounded_client = offer.client_max_window_bits.is_none()
+        && cfg.request_max_window_bits.is_some_and(|r| r < MAX_WINDOW_BITS);
     let client_no_context_takeover =
-        offer.client_no_context_takeover || cfg.request_no_context_takeover;
+        offer.client_no_context_takeover || cfg.request_no_context_takeover || unbounded_client;
 
     let mut response = String::from("permessage-deflate");
     if server_no_context_takeover {
@@ -166,7 +181,9 @@ fn build_response(offer: &Offer, cfg: &DeflateConfig) -> Negotiated {
     };
 
     let client_window_bits = match (offer.client_max_window_bits, cfg.request_max_window_bits) {
-        (Some(offered), Some(requested)) => {
+        // A client that resets its window per message needs no bound on it (the window lives
+        // within one message, in a pooled inflater).
+        (Some(offered), Some(requested)) if !client_no_context_takeover => {
             let answered = requested
                 .clamp(MIN_NEGOTIATED_BITS, MAX_WINDOW_BITS)
                 .min(offered.unwrap_or(MAX_WINDOW_BITS));

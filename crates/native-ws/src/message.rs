@@ -4,7 +4,7 @@
 
 use crate::codec::{self, ProtocolError, Role, Utf8Validator};
 use crate::config::MAX_IDLE_CAPACITY;
-use crate::deflate::{self, InflateError, Inflater};
+use crate::deflate::{self, InflateError, Inflater, SavedWindow, PARKED_WINDOW_MAX_BITS};
 use crate::extensions::Negotiated;
 
 /// One complete message or control frame, borrowed from the read buffer or the message buffer.
@@ -34,19 +34,37 @@ const BAD_UTF8: ProtocolError = ProtocolError { code: codec::CLOSE_INVALID_DATA,
 /// `Reader::opcode` while no fragmented message is in progress.
 const NO_MESSAGE: u8 = 0;
 
+/// Where a connection's inflater comes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Inflating {
+    /// The client resets its context per message: a pooled inflater per message.
+    Reset,
+    /// Context takeover with a window of at most [`PARKED_WINDOW_MAX_BITS`]: a pooled inflater
+    /// per message, resumed from the window parked in the connection.
+    Parked,
+    /// Context takeover with a larger window: the connection keeps its own inflater (parking
+    /// would copy up to 32 KiB in and out per message).
+    Own,
+}
+
 /// Per-connection message assembly state.
 pub struct Reader {
     max_payload: usize,
     max_fragments: u32,
-    deflate: Option<(u8, bool)>,
-    /// boxed: an idle connection without one keeps 8 bytes, not the inflater's ~150
+    /// the client's window bits and how this connection gets its inflater
+    deflate: Option<(u8, Inflating)>,
+    /// a dedicated inflater, or the one lent for the message in progress
     inflater: Option<Box<Inflater>>,
+    /// the parked window of an [`Inflating::Parked`] stream
+    window: SavedWindow,
     /// opcode of the fragmented message in progress, or [`NO_MESSAGE`]
     opcode: u8,
     compressed: bool,
     /// the compressed message in progress has fed the inflater at least one byte
     fed: bool,
     fragments: u32,
+    /// the message being assembled (inflated or fragmented): a buffer lent by the thread's pool
+    /// while a message is in progress, empty (no allocation) between messages
     msg: Vec<u8>,
     utf8: Utf8Validator,
 }
@@ -63,8 +81,18 @@ impl Reader {
         Reader {
             max_payload,
             max_fragments,
-            deflate: deflate.map(|n| (n.client_window_bits, n.client_no_context_takeover)),
+            deflate: deflate.map(|n| {
+                let how = if n.client_no_context_takeover {
+                    Inflating::Reset
+                } else if n.client_window_bits <= PARKED_WINDOW_MAX_BITS {
+                    Inflating::Parked
+                } else {
+                    Inflating::Own
+                };
+                (n.client_window_bits, how)
+            }),
             inflater: None,
+            window: SavedWindow::default(),
             opcode: NO_MESSAGE,
             compressed: false,
             fed: false,
@@ -159,26 +187,37 @@ impl Reader {
 
     /// Add one fragment's payload to the message in progress (inflating it if compressed).
     fn append(&mut self, payload: &[u8], fin: bool) -> Result<(), ProtocolError> {
+        if self.msg.capacity() == 0 {
+            self.msg = deflate::take_buffer();
+        }
         let start = self.msg.len();
         if self.compressed {
-            let (bits, no_context) = self.deflate.expect("RSV1 accepted only with deflate");
-            // Only connections whose client resets its context share pooled inflaters (all of
-            // which reset per message); a context-takeover connection keeps its own window.
+            let (bits, how) = self.deflate.expect("RSV1 accepted only with deflate");
             // A compressed message with no payload bytes at all (no sender makes one: RFC 7692
             // leaves at least an empty block) is an empty message: the inflater is not touched,
             // since the `00 00 ff ff` tail alone would start a stored block and swallow the next
             // message of a context-takeover stream.
             if !payload.is_empty() {
                 self.fed = true;
-                let inflater = self.inflater.get_or_insert_with(|| {
-                    if no_context { deflate::take_pooled_inflater(bits) } else { Box::new(Inflater::new(bits, false)) }
+                let window = &self.window;
+                let inflater = self.inflater.get_or_insert_with(|| match how {
+                    Inflating::Own => Box::new(Inflater::new(bits, false)),
+                    Inflating::Reset => deflate::take_pooled_inflater(bits),
+                    Inflating::Parked => {
+                        let mut inflater = deflate::take_pooled_inflater(bits);
+                        inflater.resume(window.bytes());
+                        inflater
+                    }
                 });
                 inflater.feed(payload, &mut self.msg, self.max_payload).map_err(inflate_error)?;
             }
             if fin && self.fed {
                 let inflater = self.inflater.as_mut().expect("fed above");
-                inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;
-                if no_context {
+                let ended = inflater.finish(&mut self.msg, self.max_payload).map_err(inflate_error)?;
+                if how == Inflating::Parked {
+                    if ended { self.window.clear() } else { self.window.push(&self.msg, bits) }
+                }
+                if how != Inflating::Own {
                     // finish() reset it: nothing of this connection is left in it.
                     deflate::give_back_inflater(bits, self.inflater.take().expect("just used"));
                 }
@@ -201,10 +240,7 @@ impl Reader {
         self.compressed = false;
         self.fed = false;
         self.fragments = 0;
-        self.msg.clear();
-        if self.msg.capacity() > MAX_IDLE_CAPACITY {
-            self.msg = Vec::new();
-        }
+        deflate::give_back_buffer(std::mem::take(&mut self.msg), MAX_IDLE_CAPACITY);
     }
 }
 

@@ -13,7 +13,7 @@ fn inflate(pieces: &[&[u8]], window_bits: u8, no_context_takeover: bool, cap: us
             return (Err(e), out);
         }
     }
-    let res = inf.finish(&mut out, cap);
+    let res = inf.finish(&mut out, cap).map(|_| ());
     assert!(out.len() <= cap);
     (res, out)
 }
@@ -93,7 +93,8 @@ fn pooled_inflater_does_not_drop_the_context_of_a_context_takeover_connection() 
         Ok(got)
     }
 
-    let cfg = DeflateConfig::default();
+    // 15-bit client windows: the context-takeover connection keeps its own inflater.
+    let cfg = DeflateConfig { request_max_window_bits: Some(15), ..DeflateConfig::default() };
     let text = b"hello hello context takeover ".repeat(20);
 
     // Connection A: its client resets its context; A's inflater goes back to the thread's pool.
@@ -113,5 +114,27 @@ fn pooled_inflater_does_not_drop_the_context_of_a_context_takeover_connection() 
         let res = read_all(&mut b, compressed_frame(&mut b_client, &text));
         let res = res.map(|msgs| msgs.iter().map(|m| m == &text).collect::<Vec<_>>());
         assert_eq!(res, Ok(vec![true]), "message {i} of the context-takeover connection");
+        assert_eq!(read_all(&mut a, compressed_frame(&mut a_client, &text)), Ok(vec![text.clone()]));
+    }
+
+    // The default settings: 10-bit client windows, parked between messages. Two such
+    // connections on one thread take turns with the same pooled inflater; each resumes its own
+    // context (texts that differ, so a swapped window would decode wrong or fail).
+    let cfg = DeflateConfig::default();
+    let mut peers: Vec<(Reader, Deflater, Vec<u8>)> = (0..2u8)
+        .map(|p| {
+            let n = negotiate("permessage-deflate; client_max_window_bits", &cfg).unwrap();
+            assert_eq!((n.client_window_bits, n.client_no_context_takeover), (10, false));
+            let text = format!("peer {p} says {} ", "abcdefghij".repeat(1 + p as usize)).into_bytes().repeat(8);
+            (Reader::new(1 << 20, 100, Some(&n)), Deflater::new(6, n.client_window_bits, false), text)
+        })
+        .collect();
+    for i in 0..6 {
+        for (p, (reader, client, text)) in peers.iter_mut().enumerate() {
+            let msg = [text.as_slice(), format!("#{i}").as_bytes()].concat();
+            let got = read_all(reader, compressed_frame(client, &msg));
+            assert_eq!(got, Ok(vec![msg]), "message {i} of parked peer {p}");
+        }
+        assert_eq!(read_all(&mut a, compressed_frame(&mut a_client, &text)), Ok(vec![text.clone()]));
     }
 }

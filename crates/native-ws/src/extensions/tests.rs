@@ -3,10 +3,12 @@ use crate::testutil::Rng;
 
 // ---- helpers ---------------------------------------------------------
 
+/// faye's plain settings: context takeover both ways, 15 bits, nothing asked of the client.
 fn cfg() -> DeflateConfig {
     DeflateConfig {
         no_context_takeover: false,
         max_window_bits: 15,
+        request_max_window_bits: None,
         ..DeflateConfig::default()
     }
 }
@@ -30,7 +32,7 @@ fn resp(offers: &str, cfg: &DeflateConfig) -> Option<String> {
 // ---- negotiation -----------------------------------------------------
 
 #[test]
-fn default_config_is_meteors() {
+fn default_config_is_meteors_plus_a_client_window() {
     let d = DeflateConfig::default();
     assert_eq!(
         d,
@@ -42,7 +44,7 @@ fn default_config_is_meteors() {
             no_context_takeover: true,
             max_window_bits: 8,
             request_no_context_takeover: false,
-            request_max_window_bits: None,
+            request_max_window_bits: Some(DEFAULT_CLIENT_WINDOW_BITS),
         }
     );
 }
@@ -50,21 +52,42 @@ fn default_config_is_meteors() {
 #[test]
 fn browsers_and_libraries_with_meteor_defaults() {
     let d = DeflateConfig::default();
-    // The response is faye's; our deflater uses 15 bits (the client did not constrain it).
-    let expected = Some((
-        "permessage-deflate; server_no_context_takeover".to_string(),
-        15,
-        15,
-        true,
-        false,
-    ));
-    // Chrome, faye permessage-deflate2 and ws (default) offer the same.
+    // faye's response plus a 10-bit client window (parked between messages); our deflater uses
+    // 15 bits (the client did not constrain it). Chrome, faye permessage-deflate2 and ws
+    // (default) offer the same.
     assert_eq!(
         neg("permessage-deflate; client_max_window_bits", &d),
-        expected
+        Some((
+            "permessage-deflate; server_no_context_takeover; client_max_window_bits=10".to_string(),
+            15,
+            10,
+            true,
+            false,
+        ))
     );
-    // Firefox
-    assert_eq!(neg("permessage-deflate", &d), expected);
+    // Firefox's window cannot be bounded: it is bounded to one message instead.
+    assert_eq!(
+        neg("permessage-deflate", &d),
+        Some((
+            "permessage-deflate; server_no_context_takeover; client_no_context_takeover".to_string(),
+            15,
+            15,
+            true,
+            true,
+        ))
+    );
+    // Meteor's exact answers: requestMaxWindowBits 15.
+    let meteor = DeflateConfig { request_max_window_bits: Some(15), ..d };
+    assert_eq!(
+        resp("permessage-deflate; client_max_window_bits", &meteor).unwrap(),
+        "permessage-deflate; server_no_context_takeover; client_max_window_bits=15"
+    );
+    assert_eq!(resp("permessage-deflate", &meteor).unwrap(), "permessage-deflate; server_no_context_takeover");
+    // A client resetting its context is not asked for a window (it needs no bound).
+    assert_eq!(
+        resp("permessage-deflate; client_no_context_takeover; client_max_window_bits", &DeflateConfig::default()).unwrap(),
+        "permessage-deflate; server_no_context_takeover; client_no_context_takeover"
+    );
 }
 
 #[test]
@@ -91,11 +114,15 @@ fn browsers_with_plain_config() {
             false
         ))
     );
-    // Firefox did not offer client_max_window_bits: we may not ask.
+    // Firefox did not offer client_max_window_bits: we may not ask for a window, so we ask for
+    // a per-message context (as uWS does for a dedicated decompressor).
     assert_eq!(
         neg("permessage-deflate", &c10),
-        Some(("permessage-deflate".to_string(), 15, 15, false, false))
+        Some(("permessage-deflate; client_no_context_takeover".to_string(), 15, 15, false, true))
     );
+    // 15 bits is no bound: nothing asked.
+    let c15 = DeflateConfig { request_max_window_bits: Some(15), ..cfg() };
+    assert_eq!(neg("permessage-deflate", &c15), Some(("permessage-deflate".to_string(), 15, 15, false, false)));
 }
 
 #[test]
@@ -260,11 +287,12 @@ fn everything_at_once() {
             &c
         ),
         Some((
+            // client_no_context_takeover: the client's window needs no bound
             "permessage-deflate; server_no_context_takeover; client_no_context_takeover; \
-             server_max_window_bits=10; client_max_window_bits=11"
+             server_max_window_bits=10"
                 .to_string(),
             10,
-            11,
+            15,
             true,
             true
         ))
@@ -475,17 +503,18 @@ fn out_of_range_config_is_clamped() {
 #[test]
 fn meteor_defaults_window_is_ours_unless_the_client_constrains_it() {
     let d = DeflateConfig::default();
-    // Chrome and Firefox: the response is exactly faye's; our deflater uses 15 bits.
+    // Chrome and Firefox: faye's server side; our deflater uses 15 bits.
     for offer in ["permessage-deflate; client_max_window_bits", "permessage-deflate"] {
         let n = negotiate(offer, &d).unwrap();
-        assert_eq!(n.response, "permessage-deflate; server_no_context_takeover");
+        assert!(n.response.starts_with("permessage-deflate; server_no_context_takeover"), "{offer}");
+        assert!(!n.response.contains("server_max_window_bits"), "{offer}");
         assert_eq!(n.server_window_bits, 15, "{offer}");
     }
     // A client that asks for a window gets Meteor's 8 (served by 9 bits).
-    let n = negotiate("permessage-deflate; server_max_window_bits=12", &d).unwrap();
+    let n = negotiate("permessage-deflate; server_max_window_bits=12; client_max_window_bits", &d).unwrap();
     assert_eq!(
         n.response,
-        "permessage-deflate; server_no_context_takeover; server_max_window_bits=8"
+        "permessage-deflate; server_no_context_takeover; server_max_window_bits=8; client_max_window_bits=10"
     );
     assert_eq!(n.server_window_bits, 9);
     // With context takeover the window stays the configured one (it lives per connection).

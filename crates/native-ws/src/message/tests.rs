@@ -92,10 +92,12 @@ fn close_stops_reading() {
     assert_eq!(got, vec!["close:1000:ok"]);
 }
 
+/// Chromium's offer under the default settings, and a client-side compressor (with the window
+/// the server asked for) for the frames we feed the server.
 fn deflate_session() -> (Negotiated, Deflater) {
     let n = negotiate("permessage-deflate; client_max_window_bits", &DeflateConfig::default()).unwrap();
-    // a client-side compressor for the frames we feed the server
-    (n, Deflater::new(6, 15, false))
+    let client = Deflater::new(6, n.client_window_bits, false);
+    (n, client)
 }
 
 #[test]
@@ -168,13 +170,93 @@ fn without_client_context_takeover_no_inflater_stays_with_the_connection() {
         assert_eq!(got, vec![format!("t:{text}")]);
         assert!(r.inflater.is_none(), "inflater returned to the thread's pool");
     }
-    // With context takeover the window must stay with the connection.
-    let (n, mut client) = deflate_session();
+    // With context takeover and a 15-bit window (the client was not asked for less) the
+    // connection keeps its inflater.
+    let cfg = DeflateConfig { request_max_window_bits: Some(15), ..DeflateConfig::default() };
+    let n = negotiate("permessage-deflate; client_max_window_bits", &cfg).unwrap();
+    assert_eq!((n.client_window_bits, n.client_no_context_takeover), (15, false));
     let mut r = Reader::new(1 << 20, 100, Some(&n));
     let mut z = Vec::new();
-    client.compress(b"hello hello hello", &mut z);
+    Deflater::new(6, 15, false).compress(b"hello hello hello", &mut z);
     run(&mut r, frame(true, true, codec::OP_TEXT, &z)).0.unwrap();
     assert!(r.inflater.is_some());
+}
+
+/// A DDP-like client message; `i` varies ids and sizes around the 1 KiB window.
+fn ddp_call(rng: &mut crate::testutil::Rng, i: usize) -> String {
+    let pad = "x".repeat(rng.below(3) * rng.below(900));
+    format!(
+        r#"{{"msg":"method","id":"{i}","method":"tasks.update","params":[{{"taskId":"{:016x}","text":"{pad}"}}],"randomSeed":"{:016x}"}}"#,
+        rng.next_u64(),
+        rng.next_u64()
+    )
+}
+
+#[test]
+fn a_small_client_window_is_parked_between_messages() {
+    let (n, mut client) = deflate_session();
+    assert_eq!((n.client_window_bits, n.client_no_context_takeover), (10, false));
+    let mut r = Reader::new(1 << 20, 100, Some(&n));
+    let mut rng = crate::testutil::Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut raw, mut wire, mut history) = (0, 0, Vec::new());
+    for i in 0..300 {
+        let text = ddp_call(&mut rng, i);
+        let mut z = Vec::new();
+        client.compress(text.as_bytes(), &mut z);
+        raw += text.len();
+        wire += z.len();
+        // Every third message in three fragments (the lent inflater is held across them).
+        let bytes = if i % 3 == 0 && z.len() >= 3 {
+            let (a, b) = (z.len() / 3, 2 * z.len() / 3);
+            [
+                frame(false, true, codec::OP_TEXT, &z[..a]),
+                frame(false, false, codec::OP_CONTINUATION, &z[a..b]),
+                frame(true, false, codec::OP_CONTINUATION, &z[b..]),
+            ]
+            .concat()
+        } else {
+            frame(true, true, codec::OP_TEXT, &z)
+        };
+        let (res, got) = run(&mut r, bytes);
+        res.unwrap();
+        assert_eq!(got, vec![format!("t:{text}")], "message {i}");
+        // Between messages: no inflater, no message buffer, at most the 1 KiB window.
+        assert!(r.inflater.is_none(), "message {i}: inflater back in the pool");
+        assert_eq!(r.msg.capacity(), 0, "message {i}: message buffer back in the pool");
+        history.extend_from_slice(text.as_bytes());
+        assert_eq!(r.window.bytes(), &history[history.len().saturating_sub(1024)..], "message {i}: the last 1 KiB");
+    }
+    // The context carried across messages: far better than compressing each message alone.
+    let alone: usize = {
+        let mut rng = crate::testutil::Rng(0x9e37_79b9_7f4a_7c15);
+        (0..300)
+            .map(|i| {
+                let mut z = Vec::new();
+                Deflater::new(6, 10, true).compress(ddp_call(&mut rng, i).as_bytes(), &mut z);
+                z.len()
+            })
+            .sum()
+    };
+    assert!(wire * 10 < alone * 8, "context takeover {wire} vs per message {alone} bytes (raw {raw})");
+}
+
+#[test]
+fn a_client_ending_its_stream_starts_a_fresh_window() {
+    use flate2::{Compress, Compression, FlushCompress};
+    let (n, _) = deflate_session();
+    let mut r = Reader::new(1 << 20, 100, Some(&n));
+    let text = "final block ".repeat(20);
+    for round in 0..3 {
+        // RFC 7692 §7.2.3.5: a message may end with a final block; the next starts a new stream.
+        let mut c = Compress::new_with_window_bits(Compression::new(6), false, 10);
+        let mut z = Vec::with_capacity(1024);
+        c.compress_vec(text.as_bytes(), &mut z, FlushCompress::Finish).unwrap();
+        let (res, got) = run(&mut r, frame(true, true, codec::OP_TEXT, &z));
+        res.unwrap();
+        assert_eq!(got, vec![format!("t:{text}")], "round {round}");
+        assert!(r.window.bytes().is_empty(), "the ended stream's window is dropped");
+        assert!(r.inflater.is_none());
+    }
 }
 
 #[test]
