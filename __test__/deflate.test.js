@@ -23,6 +23,11 @@ const { OP } = raw;
 const KIB = 1024;
 const CHROME_OFFER = 'permessage-deflate; client_max_window_bits';
 const FIREFOX_OFFER = 'permessage-deflate';
+// The default settings' answers: Meteor's (server_no_context_takeover) plus a bound on the client's
+// window, so the server parks it between messages (1 KiB) instead of keeping an inflater: 10 bits
+// when the client offers client_max_window_bits, else one message (client_no_context_takeover).
+const DEFAULT_TO_CHROME = 'permessage-deflate; server_no_context_takeover; client_max_window_bits=10';
+const DEFAULT_TO_FIREFOX = 'permessage-deflate; server_no_context_takeover; client_no_context_takeover';
 // Meteor's defaults (SERVER_WEBSOCKET_COMPRESSION unset).
 const METEOR_DEFAULTS = { threshold: 1024, level: 1, memLevel: 1, noContextTakeover: true, maxWindowBits: 8 };
 
@@ -80,8 +85,8 @@ describe('1. ws client, perMessageDeflate: true', () => {
 
     assert.equal(offer, CHROME_OFFER, "ws's default offer");
     // Defaults: server_no_context_takeover (noContextTakeover true); no server_max_window_bits
-    // (not offered); no client_max_window_bits (nothing requested).
-    const expected = 'permessage-deflate; server_no_context_takeover';
+    // (not offered); client_max_window_bits=10 (requestMaxWindowBits' default).
+    const expected = DEFAULT_TO_CHROME;
     assert.equal(headers['sec-websocket-extensions'], expected, '101 Sec-WebSocket-Extensions');
     assertValidResponse(offer, headers['sec-websocket-extensions']);
     // The server's open handler runs after the 101 left (delivered to JS asynchronously).
@@ -131,9 +136,9 @@ describe('2. ws client options against noContextTakeover:false, maxWindowBits:15
     msg: 'changed', collection: 'tasks', id: `task-${i}`, fields: { text: base, n: i },
   }));
 
-  async function run(t, perMessageDeflate, expectedHeader, { wireOutRatio, wireInRatio } = {}) {
+  async function run(t, perMessageDeflate, expectedHeader, { wireOutRatio, wireInRatio, server } = {}) {
     const s = scope(t);
-    const { app, port } = await s.app(echoBehavior(SERVER));
+    const { app, port } = await s.app(echoBehavior({ ...SERVER, ...server }));
     const { c, headers } = await wsOpen(s, `ws://127.0.0.1:${port}/`, { perMessageDeflate });
     assert.equal(headers['sec-websocket-extensions'], expectedHeader);
     const before = app.stats();
@@ -163,12 +168,19 @@ describe('2. ws client options against noContextTakeover:false, maxWindowBits:15
   });
 
   test('{ clientMaxWindowBits: 10 }: context takeover both ways, 30 similar messages intact', { timeout: 20000 }, async (t) => {
-    // Offer "permessage-deflate; client_max_window_bits=10": nothing to answer but the name.
-    await run(t, { clientMaxWindowBits: 10 }, 'permessage-deflate', { wireOutRatio: 0.25 });
+    // Offer "permessage-deflate; client_max_window_bits=10": answered 10 (requestMaxWindowBits'
+    // default), the client's window is parked between messages.
+    // These 1.5 KiB messages repeat each other from further back than 1 KiB: the client's
+    // context helps less (the trade of the small window, see README).
+    await run(t, { clientMaxWindowBits: 10 }, 'permessage-deflate; client_max_window_bits=10', { wireOutRatio: 0.25, wireInRatio: 0.6 });
   });
 
-  test('default ws offer: context takeover both ways with 15-bit windows', { timeout: 20000 }, async (t) => {
-    await run(t, true, 'permessage-deflate', { wireOutRatio: 0.25, wireInRatio: 0.25 });
+  test('default ws offer: context takeover both ways, the client asked for 10 bits', { timeout: 20000 }, async (t) => {
+    await run(t, true, 'permessage-deflate; client_max_window_bits=10', { wireOutRatio: 0.25, wireInRatio: 0.6 });
+  });
+
+  test('requestMaxWindowBits 15: 15-bit windows both ways (the server keeps an inflater)', { timeout: 20000 }, async (t) => {
+    await run(t, true, 'permessage-deflate; client_max_window_bits=15', { wireOutRatio: 0.25, wireInRatio: 0.25, server: { requestMaxWindowBits: 15 } });
   });
 });
 
@@ -224,13 +236,13 @@ describe('3. faye-websocket Client + permessage-deflate2 (Meteor server-to-serve
 
   test('extensions: [permessage-deflate2] against Meteor defaults: below/above threshold echo intact', { timeout: 20000 }, async (t) => {
     // permessage-deflate2's default offer is "permessage-deflate; client_max_window_bits".
-    await run(t, [deflate2], 'permessage-deflate; server_no_context_takeover');
+    await run(t, [deflate2], DEFAULT_TO_CHROME);
   });
 
   test('configured permessage-deflate2 (requestMaxWindowBits 8, threshold 0): 8-bit server window', { timeout: 20000 }, async (t) => {
     // Asks server_max_window_bits=8: the answer is 8, so faye inflates with a 256-byte window.
     await run(t, [deflate2.configure({ requestMaxWindowBits: 8, threshold: 0, level: 1 })],
-      'permessage-deflate; server_no_context_takeover; server_max_window_bits=8');
+      'permessage-deflate; server_no_context_takeover; server_max_window_bits=8; client_max_window_bits=10');
   });
 });
 
@@ -239,7 +251,7 @@ describe('4. RSV1 on the wire (raw client)', () => {
     const s = scope(t);
     const { port } = await s.app(echoBehavior({ threshold: 1024 }));
     const conn = await rawOpen(s, port, CHROME_OFFER);
-    assert.equal(conn.headers['sec-websocket-extensions'], 'permessage-deflate; server_no_context_takeover');
+    assert.equal(conn.headers['sec-websocket-extensions'], DEFAULT_TO_CHROME);
 
     const twoK = compressibleText(2 * KIB, 150, 'two');
     await rawSend(conn, twoK);
@@ -376,14 +388,17 @@ describe('5. negotiation over real sockets (exact 101 values)', () => {
   test('server with the defaults (noContextTakeover, maxWindowBits 8)', { timeout: 15000 }, async (t) => {
     const s = scope(t);
     const { port } = await s.app(echoBehavior({ threshold: 1024 }));
-    await check(s, port, CHROME_OFFER, 'permessage-deflate; server_no_context_takeover');
-    await check(s, port, FIREFOX_OFFER, 'permessage-deflate; server_no_context_takeover');
+    await check(s, port, CHROME_OFFER, DEFAULT_TO_CHROME);
+    await check(s, port, FIREFOX_OFFER, DEFAULT_TO_FIREFOX);
     await check(s, port, 'permessage-deflate; server_max_window_bits=10',
-      'permessage-deflate; server_no_context_takeover; server_max_window_bits=8');
+      'permessage-deflate; server_no_context_takeover; client_no_context_takeover; server_max_window_bits=8');
     await check(s, port, 'permessage-deflate; server_no_context_takeover; client_no_context_takeover',
       'permessage-deflate; server_no_context_takeover; client_no_context_takeover');
-    await check(s, port, 'permessage-deflate; server_max_window_bits=7, permessage-deflate',
-      'permessage-deflate; server_no_context_takeover');
+    await check(s, port, 'permessage-deflate; server_max_window_bits=7, permessage-deflate', DEFAULT_TO_FIREFOX);
+    // requestMaxWindowBits 15: exactly Meteor's (faye's) answers, 15 meaning no bound.
+    const { port: p15 } = await s.app(echoBehavior({ threshold: 1024, requestMaxWindowBits: 15 }));
+    await check(s, p15, CHROME_OFFER, 'permessage-deflate; server_no_context_takeover; client_max_window_bits=15');
+    await check(s, p15, FIREFOX_OFFER, 'permessage-deflate; server_no_context_takeover');
     await check(s, port, 'x-foo; bar', undefined);
   });
 
@@ -391,11 +406,12 @@ describe('5. negotiation over real sockets (exact 101 values)', () => {
     const s = scope(t);
     const { port } = await s.app(echoBehavior({ threshold: 1024, noContextTakeover: false, maxWindowBits: 15, requestMaxWindowBits: 10 }));
     await check(s, port, CHROME_OFFER, 'permessage-deflate; client_max_window_bits=10');
-    await check(s, port, FIREFOX_OFFER, 'permessage-deflate'); // client_max_window_bits not offered → not sent
-    await check(s, port, 'permessage-deflate; server_max_window_bits=10', 'permessage-deflate; server_max_window_bits=10');
+    // client_max_window_bits not offered: the window cannot be bounded, so it is asked per message
+    await check(s, port, FIREFOX_OFFER, 'permessage-deflate; client_no_context_takeover');
+    await check(s, port, 'permessage-deflate; server_max_window_bits=10', 'permessage-deflate; client_no_context_takeover; server_max_window_bits=10');
     await check(s, port, 'permessage-deflate; server_no_context_takeover; client_no_context_takeover',
       'permessage-deflate; server_no_context_takeover; client_no_context_takeover');
-    await check(s, port, 'permessage-deflate; server_max_window_bits=7, permessage-deflate', 'permessage-deflate');
+    await check(s, port, 'permessage-deflate; server_max_window_bits=7, permessage-deflate', 'permessage-deflate; client_no_context_takeover');
     await check(s, port, 'permessage-deflate; client_max_window_bits=9', 'permessage-deflate; client_max_window_bits=9');
     await check(s, port, 'x-foo; bar', undefined);
   });
@@ -424,8 +440,8 @@ describe('5b. compress once, send many (Meteor defaults: server_no_context_takeo
     for (const ws of sockets) ws.send(String(doc), false, true); // as mergebox: per socket, the same string
     const got = await Promise.all(conns.map((c) => readMessage(c.reader)));
     const after = app.stats();
-    const header = compression.noContextTakeover ? 'permessage-deflate; server_no_context_takeover' : 'permessage-deflate';
-    for (const c of conns) assert.equal(c.headers['sec-websocket-extensions'], header, 'the response is unchanged');
+    const header = compression.noContextTakeover ? DEFAULT_TO_CHROME : 'permessage-deflate; client_max_window_bits=10';
+    for (const c of conns) assert.equal(c.headers['sec-websocket-extensions'], header, 'the server window is not announced');
     return { got, compressions: after.compressions - before.compressions, reused: after.compressionsReused - before.compressionsReused };
   }
 
@@ -608,7 +624,7 @@ describe('7. SERVER_WEBSOCKET_COMPRESSION through the Meteor adapter', () => {
     const { port } = await start(t, undefined);
     assert.equal(process.env[ENV], before, 'restored');
     const conn = await rawOpen(s, port, CHROME_OFFER, '/websocket');
-    assert.equal(conn.headers['sec-websocket-extensions'], 'permessage-deflate; server_no_context_takeover');
+    assert.equal(conn.headers['sec-websocket-extensions'], DEFAULT_TO_CHROME);
     const big = compressibleText(3000, 150, 'meteor');
     await rawSend(conn, big, { compress: true });
     const r = await readMessage(conn.reader);
@@ -636,7 +652,7 @@ describe('7. SERVER_WEBSOCKET_COMPRESSION through the Meteor adapter', () => {
     const s = scope(t);
     const { port } = await start(t, '{"threshold":0}');
     const conn = await rawOpen(s, port, CHROME_OFFER, '/websocket');
-    assert.equal(conn.headers['sec-websocket-extensions'], 'permessage-deflate; server_no_context_takeover');
+    assert.equal(conn.headers['sec-websocket-extensions'], DEFAULT_TO_CHROME);
     await rawSend(conn, '0123456789');
     const r = await readMessage(conn.reader);
     assert.equal(r.rsv1, true, '10-byte reply compressed with threshold 0');

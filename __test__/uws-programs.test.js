@@ -165,3 +165,50 @@ for (const program of Object.keys(scenarios)) {
     assert.deepStrictEqual(perClient(mine), perClient(theirs));
   });
 }
+
+/** The Sec-WebSocket-Extensions answer of a uWS app with `compression` to `offer`. */
+function negotiated(uws, compression, offer) {
+  return new Promise((resolve, reject) => {
+    const http = require('node:http');
+    uws.App().ws('/*', { compression, message() {} }).listen('127.0.0.1', 0, (ls) => {
+      if (!ls) { reject(new Error('listen failed')); return; }
+      const port = uws.us_socket_local_port(ls);
+      const req = http.request({ host: '127.0.0.1', port, headers: {
+        Connection: 'Upgrade', Upgrade: 'websocket', 'Sec-WebSocket-Version': '13',
+        'Sec-WebSocket-Key': 'dGhlIHNhbXBsZSBub25jZQ==', 'Sec-WebSocket-Extensions': offer,
+      } });
+      const done = (v) => { uws.us_listen_socket_close(ls); resolve(v); };
+      req.on('upgrade', (res, socket) => { socket.destroy(); done(res.headers['sec-websocket-extensions'] || null); });
+      req.on('response', (res) => { res.resume(); done(`HTTP ${res.statusCode}`); });
+      req.on('error', reject);
+      req.end();
+    });
+  });
+}
+
+test('permessage-deflate negotiation: the same client-visible parameters as uWS.js', async (t) => {
+  if (real === null) {
+    t.skip(`uws-pack did not load: ${whyNot}`);
+    return;
+  }
+  // Parameter sets (uWS orders them differently; the order carries no meaning). uWS announces
+  // server_max_window_bits for a dedicated compressor even when not offered; we deflate with the
+  // same window without announcing it (the client needs no bound it did not ask for).
+  const params = (h) => (h === null ? null : h.split(';').map((p) => p.trim()).filter((p) => !p.startsWith('server_max_window_bits')).sort().join('; '));
+  const offers = ['permessage-deflate; client_max_window_bits', 'permessage-deflate',
+    'permessage-deflate; client_no_context_takeover; client_max_window_bits'];
+  const K = ours;
+  const settings = {
+    SHARED_COMPRESSOR: K.SHARED_COMPRESSOR,
+    'SHARED_COMPRESSOR | SHARED_DECOMPRESSOR': K.SHARED_COMPRESSOR | K.SHARED_DECOMPRESSOR,
+    DEDICATED_COMPRESSOR_4KB: K.DEDICATED_COMPRESSOR_4KB,
+    'SHARED_COMPRESSOR | DEDICATED_DECOMPRESSOR_1KB': K.SHARED_COMPRESSOR | K.DEDICATED_DECOMPRESSOR_1KB,
+    'DEDICATED_COMPRESSOR_32KB | DEDICATED_DECOMPRESSOR_4KB': K.DEDICATED_COMPRESSOR_32KB | K.DEDICATED_DECOMPRESSOR_4KB,
+  };
+  for (const [name, compression] of Object.entries(settings)) {
+    for (const offer of offers) {
+      const [mine, theirs] = [await negotiated(ours, compression, offer), await negotiated(real, compression, offer)];
+      assert.equal(params(mine), params(theirs), `${name}, offer "${offer}": ours "${mine}", uWS "${theirs}"`);
+    }
+  }
+});

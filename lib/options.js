@@ -123,9 +123,10 @@ const UWS_DEFAULTS = Object.freeze({ maxPayloadLength: 16 * 1024, idleTimeout: 1
 
 /** uWS `compression` bits → our compression object (or the object/boolean form as is). Shared
  *  compressor: no context takeover (one compressor per thread); dedicated: context takeover with
- *  the window and memLevel the size implies; shared decompressor: ask the client for
- *  client_no_context_takeover; dedicated decompressor: ask for its window. A decompressor alone
- *  negotiates the extension but never compresses. */
+ *  the window and memLevel the size implies; shared decompressor (also when none is named, as in
+ *  uWS): ask the client for client_no_context_takeover; dedicated decompressor: ask for its window
+ *  (a client that cannot be asked for a window is asked for client_no_context_takeover, as uWS
+ *  does). A decompressor alone negotiates the extension but never compresses. */
 function uwsCompression(flags, where) {
   if (typeof flags !== 'number') return flags;
   const valid = new Set(Object.values(UWS_COMPRESS));
@@ -139,8 +140,10 @@ function uwsCompression(flags, where) {
   if (comp === 0) c.threshold = 2 ** 31;
   else if (comp === UWS_COMPRESS.SHARED_COMPRESSOR) c.noContextTakeover = true;
   else Object.assign(c, { noContextTakeover: false, maxWindowBits: comp >> 4, memLevel: comp & 15 });
-  if (decomp === UWS_COMPRESS.SHARED_DECOMPRESSOR) c.requestNoContextTakeover = true;
-  else if (decomp !== 0) c.requestMaxWindowBits = decomp >> 8;
+  // No decompressor named: uWS uses its shared one (measured on uws-pack 20.0.8: it answers
+  // client_no_context_takeover).
+  if (decomp === UWS_COMPRESS.SHARED_DECOMPRESSOR || decomp === 0) c.requestNoContextTakeover = true;
+  else c.requestMaxWindowBits = decomp >> 8;
   return c;
 }
 
