@@ -218,22 +218,36 @@ async function startServer(t, compress, smoke, cpus) {
   let stderr = '';
   child.stderr.on('data', (d) => { if (stderr.length < 8192) stderr += d; });
   child.stdin.on('error', () => {});
+  let gcDone = null;
   const port = await new Promise((resolve) => {
     const rl = readline.createInterface({ input: child.stdout });
     const timer = setTimeout(() => resolve(null), smoke ? 30000 : 20000);
     rl.on('line', (line) => {
       const m = /^READY (\d+)$/.exec(line.trim());
       if (m) { clearTimeout(timer); resolve(Number(m[1])); }
+      const g = /^GC done (\d+)$/.exec(line.trim());
+      if (g && gcDone) gcDone(Number(g[1]));
     });
     child.on('exit', () => { clearTimeout(timer); resolve(null); });
   });
   child.stdout.resume();
+  /** One full GC in the server (`gc` on its stdin) → V8's heapTotal after it (bytes), or null if
+   *  the server did not answer within 5 s. */
+  const gc = async () => {
+    const answered = new Promise((resolve) => { gcDone = resolve; });
+    child.stdin.write('gc\n');
+    const r = await withTimeout(answered, 5000);
+    gcDone = null;
+    if (typeof r !== 'number') return null;
+    await sleep(500); // let the allocator and V8's background threads give pages back
+    return r;
+  };
   if (!port) {
     killGroup(child, 'SIGKILL');
     await exitPromise(child);
     throw new Error(`server ${t.name} did not start: ${stderr.trim().split('\n').slice(-3).join(' | ') || 'no READY line'}`);
   }
-  return { child, port, stderr: () => stderr };
+  return { child, port, gc, stderr: () => stderr };
 }
 
 async function stopServer(s) {
@@ -329,6 +343,13 @@ async function runOnce(t, w, cfg) {
         // The load generator exited: its connections are closed. What does the server give back?
         await sleep(cfg.rssAfterS * 1000);
         rec.rss.after_kib = procRssKiB(server.child.pid);
+        // An idle process never collects its JS garbage: one full GC, then what is left is what
+        // the process (its allocator, its native side) keeps.
+        const heapTotal = await server.gc();
+        if (heapTotal !== null) {
+          rec.rss.after_gc_kib = procRssKiB(server.child.pid);
+          rec.rss.v8_heap_after_gc_kib = Math.round(heapTotal / 1024);
+        }
       }
     }
     if (rec.ok) rec.metrics = w.metrics(rec);

@@ -21,7 +21,8 @@ function uwsMissing(root) {
   return fs.existsSync(path.join(root, 'node_modules', 'uws-pack', 'package.json')) ? null : 'uws-pack not installed';
 }
 
-const nodeServer = (file) => () => [NODE, path.join('bench', 'servers', file)];
+// --expose-gc: the runner asks for one full GC before its last RSS sample (see bench/run.js).
+const nodeServer = (file, ...args) => () => [NODE, '--expose-gc', path.join('bench', 'servers', file), ...args];
 
 const TRANSPORTS = [
   { name: 'sockjs', description: "sockjs 0.3.24 + faye-websocket + permessage-deflate2 (Meteor's default transport; /websocket rewritten to /sockjs/websocket)",
@@ -34,7 +35,7 @@ const TRANSPORTS = [
     command: nodeServer('uws-publish.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true,
     workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
   { name: 'native-publish', description: "the same uWS.js program as uws-publish on ddp-transport-native's uWS.js compat surface (require('ddp-transport-native/uws')): one app.publish per message, encoded once",
-    command: () => [NODE, path.join('bench', 'servers', 'uws-publish.js'), '--native'], unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true,
+    command: nodeServer('uws-publish.js', '--native'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true,
     workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
   { name: 'uws-proxied', description: "Meteor 3.5's uws design: uWS on an internal loopback port, Node's http.Server piping /websocket upgrades to it",
     command: nodeServer('uws-proxied.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
@@ -85,7 +86,7 @@ const lg = (cfg, ...args) => [cfg.loadgen, args.map(String)];
 
 /** idle and idle_deflate: (server RSS held − RSS before) / connections; RSS `rssAfterS` after they left. */
 function idleMetrics(rec) {
-  const { before_kib: a, held_kib: b, after_kib: c } = rec.rss || {};
+  const { before_kib: a, held_kib: b, after_kib: c, after_gc_kib: g, v8_heap_after_gc_kib: h } = rec.rss || {};
   const n = rec.loadgen.connected;
   return {
     kib_per_conn: a != null && b != null && n ? r3((b - a) / n) : null,
@@ -93,10 +94,14 @@ function idleMetrics(rec) {
     rss_held_mib: b != null ? r1(b / 1024) : null,
     rss_after_mib: c != null ? r1(c / 1024) : null,
     after_vs_before: a && c != null ? r3(c / a) : null,
+    rss_after_gc_mib: g != null ? r1(g / 1024) : null,
+    after_gc_vs_before: a && g != null ? r3(g / a) : null,
+    v8_heap_after_gc_mib: h != null ? r1(h / 1024) : null,
     connect_s: rec.loadgen.connect_s,
   };
 }
-const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} → ${m.rss_after_mib} MiB after)`;
+const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} → ${m.rss_after_mib} MiB after` +
+  `${m.rss_after_gc_mib != null ? `, ${m.rss_after_gc_mib} after a GC, V8 heap ${m.v8_heap_after_gc_mib}` : ''})`;
 
 /** Metrics of the 4 KiB fan-outs (compressed or not): first/last delivery, CPU and bytes per delivery. */
 const FAN_OUT_4K = {
@@ -261,7 +266,8 @@ const WORKLOADS = [
     command: (cfg, url) => lg(cfg, 'fanout', '--url', url, '--subscribers', cfg.fanoutSubscribers, '--writes', cfg.fanoutWrites,
       '--doc', cfg.docBytes),
     timeoutS: () => 180,
-    notApplicable: () => null,
+    // rust-echo has no `publishDoc` (its documents are the JS servers' bench/ddp-doc.js).
+    notApplicable: (t) => (t.name === 'native-rust' ? 'no publishDoc in rust-echo' : null),
     ...FAN_OUT_4K,
   },
 ];
@@ -287,6 +293,7 @@ function columns(cfg) {
     { workload: 'idle', key: 'kib_per_conn', label: `RSS KiB per idle conn (×${cfg.idleClients})`, better: 'lower', digits: 1 },
     { workload: 'idle_deflate', key: 'kib_per_conn', label: `RSS KiB per idle conn, deflate (×${cfg.idleClients})`, better: 'lower', digits: 1 },
     { workload: 'idle_deflate', key: 'rss_after_mib', label: `RSS MiB ${cfg.rssAfterS} s after the deflate clients left`, better: 'lower', digits: 1 },
+    { workload: 'idle_deflate', key: 'rss_after_gc_mib', label: 'RSS MiB after that and one full JS GC', better: 'lower', digits: 1 },
     { workload: 'compressed-methods', key: 'server_cpu_us_per_call', label: 'compressed 4 KiB doc: server CPU µs/call', better: 'lower', digits: 1 },
     { workload: 'compressed-methods', key: 'wire_bytes_per_call', label: 'compressed 4 KiB doc: wire bytes/result', better: 'lower', digits: 0 },
     { workload: 'fan-out-4k', key: 'server_cpu_us_per_delivery', label: `4 KiB fan-out ×${cfg.fanoutSubscribers}: server CPU µs/delivery`, better: 'lower', digits: 2 },

@@ -47,6 +47,14 @@ function exitRules(onExit) {
   if (process.env.BENCH_EXIT_ON_STDIN_END === '1') {
     process.stdin.on('end', () => bye(0));
     process.stdin.on('error', () => bye(0));
+    // `gc` on stdin: one full garbage collection (the runner starts servers with --expose-gc), so
+    // the runner can tell memory the process holds from JS garbage an idle process never collects.
+    process.stdin.on('data', (d) => {
+      if (String(d).split('\n').includes('gc') && typeof global.gc === 'function') {
+        global.gc();
+        process.stdout.write(`GC done ${process.memoryUsage().heapTotal}\n`);
+      }
+    });
     process.stdin.resume();
   }
   process.on('uncaughtException', (e) => {
