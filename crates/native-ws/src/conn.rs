@@ -18,6 +18,33 @@ use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
+thread_local! {
+    /// Emptied outbound queues of the sockets this thread wrote, reused last-in first-out.
+    static SPARE_QUEUES: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// Spare queues kept per thread, and the largest capacity kept (a bounded cork fills at most
+/// CORK_SOCKETS queues of about CORK_LIMIT bytes before they are written and come back).
+const MAX_SPARE_QUEUES: usize = crate::config::CORK_SOCKETS;
+const MAX_SPARE_CAPACITY: usize = 2 * CORK_LIMIT;
+
+fn take_spare() -> Vec<u8> {
+    SPARE_QUEUES.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+}
+
+fn give_back_spare(mut buf: Vec<u8>) {
+    if buf.capacity() == 0 || buf.capacity() > MAX_SPARE_CAPACITY {
+        return;
+    }
+    buf.clear();
+    SPARE_QUEUES.with(|s| {
+        let mut s = s.borrow_mut();
+        if s.len() < MAX_SPARE_QUEUES {
+            s.push(buf);
+        }
+    });
+}
+
 /// `send` results, as uWebSockets.js defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -227,6 +254,9 @@ impl Conn {
             });
             len
         } else {
+            if ob.buf.capacity() == 0 {
+                ob.buf = take_spare();
+            }
             let at = ob.buf.len();
             let guess = codec::header_size(min_len, false);
             ob.buf.resize(at + guess, 0);
@@ -310,10 +340,10 @@ impl Conn {
         }
         self.wrote(written);
         if written == ob.buf.len() {
-            ob.buf.clear();
-            if ob.buf.capacity() > MAX_IDLE_CAPACITY {
-                ob.buf.shrink_to(MAX_IDLE_CAPACITY);
-            }
+            // The emptied queue goes back to this thread's spares: the next socket written in
+            // this tick fills the same, cache-hot buffer (a fan-out copies each frame into one
+            // warm buffer, not into 500 cold ones), and an idle socket keeps none.
+            give_back_spare(std::mem::take(&mut ob.buf));
         } else {
             // The kernel is full (or the peer is gone): the I/O task takes over and waits.
             // Remember where the first whole frame starts (a backpressure close cuts there).

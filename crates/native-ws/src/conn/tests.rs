@@ -134,3 +134,26 @@ fn over_limit_follows_the_buffered_amount() {
     c.wrote(5);
     assert!(!c.over_limit());
 }
+
+#[test]
+fn a_written_queue_goes_back_to_the_thread_and_the_next_socket_fills_it() {
+    // Run in a fresh thread: its spare list starts empty.
+    std::thread::spawn(|| {
+        let (a, _a_ours, mut a_peer) = conn();
+        let (b, _b_ours, mut b_peer) = conn();
+        let doc = vec![b'x'; 4096];
+        a.send(OP_TEXT, doc.len(), false, |out| out.extend_from_slice(&doc));
+        let a_queue = a.lock().buf.as_ptr();
+        a.flush();
+        assert_eq!(a.lock().buf.capacity(), 0, "an idle socket keeps no queue");
+        b.send(OP_TEXT, doc.len(), false, |out| out.extend_from_slice(&doc));
+        assert_eq!(b.lock().buf.as_ptr(), a_queue, "the next socket fills the same (cache-warm) buffer");
+        b.flush();
+        let mut want = Vec::new();
+        codec::write_frame(&mut want, true, false, OP_TEXT, &doc);
+        assert_eq!(sent_frames(&a, &mut a_peer), want);
+        assert_eq!(sent_frames(&b, &mut b_peer), want);
+    })
+    .join()
+    .unwrap();
+}
