@@ -1,7 +1,7 @@
 'use strict';
 // Bounded cork: in a JS tick that sends to many sockets (a fan-out), the first sockets are
-// written before the tick ends, so the first deliveries do not wait for the last send — while a
-// tick touching few sockets still writes each once, at its end. The server runs in a child
+// written before the tick ends (a first batch of 8, then every 64), so the first deliveries do not
+// wait for the last send — while a tick touching few sockets still writes each once, at its end. The server runs in a child
 // process whose tick sends to every socket and then stays busy for BUSY_MS.
 
 const test = require('node:test');
@@ -48,7 +48,8 @@ async function fanOut(t, clients, deflate) {
   sockets[0].send('go');
   await deadline(all, 20000, 'every delivery');
   arrivals.sort((a, b) => a - b);
-  return { first: arrivals[0] - start, last: arrivals[arrivals.length - 1] - start };
+  const times = arrivals.map((x) => x - start);
+  return { first: times[0], last: times[times.length - 1], times };
 }
 
 test('a fan-out to 300 sockets: the first deliveries leave before the tick ends (compressed, as Meteor sends)', { timeout: 60000 }, async (t) => {
@@ -59,6 +60,14 @@ test('a fan-out to 300 sockets: the first deliveries leave before the tick ends 
 });
 
 test('a tick that touches a few sockets writes them at its end, once', { timeout: 60000 }, async (t) => {
-  const { first } = await fanOut(t, 10, false);
+  const { first } = await fanOut(t, 5, false);
   assert.ok(first >= BUSY_MS * 0.9, `few sockets stay corked until the end of the tick (${first} ms)`);
+});
+
+test('a fan-out to 20 sockets: the first batch of 8 leaves at once, the other 12 at the end of the tick', { timeout: 60000 }, async (t) => {
+  const { times } = await fanOut(t, 20, true);
+  t.diagnostic(`deliveries (ms after the broadcast): ${times.join(', ')}`);
+  const early = times.filter((ms) => ms < BUSY_MS / 2).length;
+  const late = times.filter((ms) => ms >= BUSY_MS * 0.9).length;
+  assert.deepEqual({ early, late }, { early: 8, late: 12 });
 });

@@ -19,9 +19,9 @@ use crate::sockets;
 use napi::sys;
 use native_ws::codec::{OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT};
 use native_ws::conn::NOT_FINAL;
-use native_ws::config::CORK_SOCKETS;
+use native_ws::config::{CORK_SOCKETS, FIRST_CORK_SOCKETS};
 use native_ws::{Conn, SendStatus};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::Arc;
@@ -29,6 +29,9 @@ use std::sync::Arc;
 thread_local! {
     /// Sockets with frames queued in this JS tick; flushed once at the end of the tick.
     static DIRTY: RefCell<Vec<Arc<Conn>>> = const { RefCell::new(Vec::new()) };
+    /// How many waiting sockets are written before the tick ends: FIRST_CORK_SOCKETS until the
+    /// tick's first batch left, then CORK_SOCKETS.
+    static CORK_BOUND: Cell<usize> = const { Cell::new(FIRST_CORK_SOCKETS) };
 }
 
 /// Longest string (in UTF-16 units) encoded without measuring it first.
@@ -91,9 +94,10 @@ pub fn flush_dirty() {
 }
 
 /// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes). Once
-/// [`CORK_SOCKETS`] sockets have frames waiting in this tick, they are written right away: in a
-/// large fan-out the first deliveries leave before the tick's last send, and each socket is
-/// still written once (a fan-out reaches every socket once per tick).
+/// [`FIRST_CORK_SOCKETS`] sockets have frames waiting in this tick, and then every
+/// [`CORK_SOCKETS`], they are written right away: in a large fan-out the first deliveries leave
+/// after a few sends, not after the tick's last, and each socket is still written once (a
+/// fan-out reaches every socket once per tick).
 fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(&mut Vec<u8>)) -> SendStatus {
     let (status, cork_full) = sockets::with(id, |conn| {
         let (status, newly_dirty) = conn.send(opcode, min_len, compress, fill);
@@ -101,12 +105,13 @@ fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(
             && DIRTY.with(|d| {
                 let mut d = d.borrow_mut();
                 d.push(conn.clone());
-                d.len() >= CORK_SOCKETS
+                d.len() >= CORK_BOUND.get()
             });
         (status, cork_full)
     })
     .unwrap_or((CLOSED, false));
     if cork_full {
+        CORK_BOUND.set(CORK_SOCKETS);
         flush_dirty();
     }
     status
@@ -295,6 +300,7 @@ unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) 
 
 unsafe extern "C" fn flush_all(_env: sys::napi_env, _info: sys::napi_callback_info) -> sys::napi_value {
     flush_dirty();
+    CORK_BOUND.set(FIRST_CORK_SOCKETS); // a new tick starts
     ptr::null_mut()
 }
 

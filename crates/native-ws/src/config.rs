@@ -50,6 +50,9 @@ pub const CORK_LIMIT: usize = 16 * 1024;
 /// Sockets one JS tick may leave waiting before they are written (the bounded cork of a
 /// fan-out: the first deliveries leave before the tick's last send).
 pub const CORK_SOCKETS: usize = 64;
+/// The first batch of a tick is smaller: a fan-out's first deliveries leave after this many
+/// sockets' sends (and the I/O threads start compressing them while the tick goes on).
+pub const FIRST_CORK_SOCKETS: usize = 8;
 /// Largest capacity a connection's outbound queue or message buffer keeps once it is empty.
 pub const MAX_IDLE_CAPACITY: usize = 64 * 1024;
 /// Pong frames that may wait unsent on one socket: every ping is answered while they fit; past
