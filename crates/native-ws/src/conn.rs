@@ -8,6 +8,7 @@
 //! it has emptied the queue. The queue lock is never held across an await.
 
 use crate::codec;
+use crate::deflate_cache;
 use crate::config::{Behavior, CORK_LIMIT, MAX_IDLE_CAPACITY, MAX_PENDING_PONG_BYTES};
 use crate::extensions::Negotiated;
 use crate::stats::Stats;
@@ -242,16 +243,22 @@ impl Conn {
         let opcode = opcode & !NOT_FINAL;
         let deflate = compress && fin && opcode != codec::OP_CONTINUATION && self.deflate.is_some();
         let ob = &mut *ob;
+        // Bytes this message adds to the queue (a compressed job counts uncompressed until the
+        // I/O thread compresses it and rebalances).
+        let mut queued = None;
         let len = if deflate && min_len >= self.threshold {
             let start = ob.job_data.len();
             fill(&mut ob.job_data);
             let len = ob.job_data.len() - start;
-            ob.jobs.push(Job {
-                at: ob.buf.len(),
-                opcode,
-                start,
-                len,
-            });
+            queued = self.queue_if_compressed(ob, opcode, start);
+            if queued.is_none() {
+                ob.jobs.push(Job {
+                    at: ob.buf.len(),
+                    opcode,
+                    start,
+                    len,
+                });
+            }
             len
         } else {
             if ob.buf.capacity() == 0 {
@@ -283,7 +290,7 @@ impl Conn {
             }
             len
         };
-        let queued = len + codec::header_size(len, false);
+        let queued = queued.unwrap_or(len + codec::header_size(len, false));
         self.buffered.fetch_add(queued, Relaxed);
         Stats::add(&self.stats.messages_out, 1);
         Stats::add(&self.stats.bytes_out, len);
@@ -308,6 +315,35 @@ impl Conn {
             Stats::add(&self.stats.backpressure, 1);
         }
         (status, newly_dirty)
+    }
+
+    /// A message to compress whose compressed form is cached already (a fan-out's sends after
+    /// the first compression, with server_no_context_takeover): queue it as a ready frame (no
+    /// job for an I/O thread) and drop its payload from `job_data` (from `start`). Returns the
+    /// frame's length, or None when it must be compressed.
+    fn queue_if_compressed(&self, ob: &mut Outbox, opcode: u8, start: usize) -> Option<usize> {
+        let n = self.deflate.as_ref().filter(|n| n.server_no_context_takeover)?;
+        let level = self.deflate_level();
+        if ob.buf.capacity() == 0 {
+            ob.buf = take_spare();
+        }
+        // The header needs the compressed length: append the payload first, then insert the
+        // header before it (a rotate of the few header bytes).
+        let at = ob.buf.len();
+        let hit = deflate_cache::append_if_compressed(level, n.server_window_bits, &ob.job_data[start..], &self.stats, &mut ob.buf);
+        if !hit {
+            return None;
+        }
+        let (hdr, hn) = codec::encode_header(true, true, opcode, ob.buf.len() - at, None);
+        ob.buf.extend_from_slice(&hdr[..hn]);
+        ob.buf[at..].rotate_right(hn);
+        ob.job_data.truncate(start);
+        Some(ob.buf.len() - at)
+    }
+
+    /// The compression level of this connection's route (Meteor's default when unset).
+    pub(crate) fn deflate_level(&self) -> u32 {
+        self.behavior.compression.as_ref().map_or_else(|| crate::extensions::DeflateConfig::default().level, |c| c.level)
     }
 
     /// End of the JS tick: write what the tick queued, from this thread when the socket is

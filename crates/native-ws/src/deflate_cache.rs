@@ -96,6 +96,30 @@ fn hash(params: (u32, u8), input: &[u8]) -> u64 {
     mix(h, u64::from_le_bytes(tail))
 }
 
+/// Append the compressed payload of `input` to `out` if an identical message (same level and
+/// window bits) is compressed already, counting `compressions_reused`; false (nothing appended,
+/// nothing inserted) otherwise. For the thread that queues a message: a fan-out's sends after the
+/// first compression become ready frames, with no hand-off to an I/O thread.
+pub(crate) fn append_if_compressed(level: u32, bits: u8, input: &[u8], stats: &Stats, out: &mut Vec<u8>) -> bool {
+    if input.len() > MAX_INPUT {
+        return false;
+    }
+    let params = (level, bits);
+    let h = hash(params, input);
+    let found = {
+        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+        cache.buckets.get(&h).and_then(|b| b.iter().find(|e| e.params == params && *e.input == *input)).cloned()
+    };
+    match found.as_ref().and_then(|e| e.output.get()) {
+        Some(bytes) => {
+            Stats::add(&stats.compressions_reused, 1);
+            out.extend_from_slice(bytes);
+            true
+        }
+        None => false,
+    }
+}
+
 /// Append the no-context-takeover compressed payload of `input` (level, window bits) to `out`:
 /// from the cache when an identical message was compressed already, else compressed now with
 /// this thread's shared deflater and kept. Counts `compressions` or `compressions_reused`.

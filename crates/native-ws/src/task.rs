@@ -7,7 +7,6 @@ use crate::config::{CLOSE_WAIT, READ_CHUNK};
 use crate::conn::{Conn, Take, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
 use crate::deflate::Deflater;
 use crate::deflate_cache;
-use crate::extensions::DeflateConfig;
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
 use crate::stats::Stats;
@@ -478,7 +477,7 @@ impl Task {
             return;
         }
         let negotiated = self.conn.deflate.as_ref().expect("jobs only with deflate");
-        let level = self.conn.behavior.compression.as_ref().map_or_else(|| DeflateConfig::default().level, |c| c.level);
+        let level = self.conn.deflate_level();
         let bits = negotiated.server_window_bits;
         let mut counted = t.buf.len();
         let mut prev = 0;

@@ -157,3 +157,39 @@ fn a_written_queue_goes_back_to_the_thread_and_the_next_socket_fills_it() {
     .join()
     .unwrap();
 }
+
+#[test]
+fn a_message_compressed_already_is_queued_as_a_ready_frame() {
+    use crate::extensions::{negotiate, DeflateConfig};
+    let (ours, mut peer) = UnixStream::pair().unwrap();
+    ours.set_nonblocking(true).unwrap();
+    peer.set_nonblocking(true).unwrap();
+    let cfg = DeflateConfig::default();
+    let behavior = Behavior { compression: Some(cfg.clone()), ..Behavior::default() };
+    let n = negotiate("permessage-deflate; client_max_window_bits", &cfg).unwrap();
+    let bits = n.server_window_bits;
+    let stats = Arc::new(Stats::default());
+    let c = Conn::new(1, ours.as_raw_fd(), Arc::new(behavior), Some(n), stats.clone());
+    // A message nobody compressed yet: a job for the I/O thread.
+    let fresh = format!("{{\"msg\":\"added\",\"id\":\"fresh\",\"text\":\"{}\"}}", "f".repeat(3000));
+    c.send(OP_TEXT, fresh.len(), true, |out| out.extend_from_slice(fresh.as_bytes()));
+    assert_eq!(c.lock().jobs.len(), 1);
+    assert_eq!(c.buffered_amount(), fresh.len() + 4, "counted uncompressed until compressed");
+    // A message another socket's I/O thread compressed: a ready frame, no job.
+    let doc = format!("{{\"msg\":\"added\",\"id\":\"doc\",\"text\":\"{}\"}}", "d".repeat(3000));
+    let mut compressed = Vec::new();
+    crate::deflate_cache::compress_shared(cfg.level, bits, doc.as_bytes(), &stats, &mut compressed);
+    let reused_before = stats.compressions_reused.load(std::sync::atomic::Ordering::Relaxed);
+    let queued_before = c.buffered_amount();
+    c.send(OP_TEXT, doc.len(), true, |out| out.extend_from_slice(doc.as_bytes()));
+    let ob = c.lock();
+    assert_eq!(ob.jobs.len(), 1, "still only the first message's job");
+    assert_eq!(ob.job_data.len(), fresh.len(), "the reused message's payload left job_data");
+    let mut want = Vec::new();
+    codec::write_header(&mut want, true, true, OP_TEXT, compressed.len(), None);
+    want.extend_from_slice(&compressed);
+    assert_eq!(&ob.buf[ob.jobs[0].at..], &want[..], "RSV1 frame with the cached bytes, after the job's place");
+    drop(ob);
+    assert_eq!(c.buffered_amount() - queued_before, want.len(), "counted as the frame it is");
+    assert_eq!(stats.compressions_reused.load(std::sync::atomic::Ordering::Relaxed), reused_before + 1);
+}
