@@ -37,7 +37,10 @@ export interface CompressionOptions {
   maxWindowBits?: number;
   /** Ask the client not to keep its window (`client_no_context_takeover`). Default false. */
   requestNoContextTakeover?: boolean;
-  /** Ask the client for this window (8..15) when it offered `client_max_window_bits`. */
+  /** Bound the client's window (8..15): `client_max_window_bits=N` when the client offered
+   *  `client_max_window_bits`; below 15, a client that did not offer it is asked for
+   *  `client_no_context_takeover` instead. Default 10: the server then keeps only the window's last
+   *  1 KiB between a client's messages, not an inflater. 15 answers exactly as Meteor (faye) does. */
   requestMaxWindowBits?: number;
 }
 
