@@ -9,6 +9,7 @@
 
 use crate::codec;
 use crate::deflate_cache;
+use crate::spare::Spares;
 use crate::config::{Behavior, CORK_LIMIT, MAX_IDLE_CAPACITY, MAX_PENDING_PONG_BYTES};
 use crate::extensions::Negotiated;
 use crate::stats::Stats;
@@ -20,30 +21,17 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 thread_local! {
-    /// Emptied outbound queues of the sockets this thread wrote, reused last-in first-out.
-    static SPARE_QUEUES: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+    /// Emptied outbound queues of the sockets this thread wrote: a bounded cork fills at most
+    /// CORK_SOCKETS queues of about CORK_LIMIT bytes before they are written and come back.
+    static SPARE_QUEUES: Spares = const { Spares::new(crate::config::CORK_SOCKETS, 2 * CORK_LIMIT) };
 }
-
-/// Spare queues kept per thread, and the largest capacity kept (a bounded cork fills at most
-/// CORK_SOCKETS queues of about CORK_LIMIT bytes before they are written and come back).
-const MAX_SPARE_QUEUES: usize = crate::config::CORK_SOCKETS;
-const MAX_SPARE_CAPACITY: usize = 2 * CORK_LIMIT;
 
 fn take_spare() -> Vec<u8> {
-    SPARE_QUEUES.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+    SPARE_QUEUES.with(Spares::take)
 }
 
-fn give_back_spare(mut buf: Vec<u8>) {
-    if buf.capacity() == 0 || buf.capacity() > MAX_SPARE_CAPACITY {
-        return;
-    }
-    buf.clear();
-    SPARE_QUEUES.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < MAX_SPARE_QUEUES {
-            s.push(buf);
-        }
-    });
+fn give_back_spare(buf: Vec<u8>) {
+    SPARE_QUEUES.with(|s| s.give_back(buf));
 }
 
 /// `send` results, as uWebSockets.js defines them.

@@ -41,6 +41,8 @@
 //! implicit `00 00 ff ff` tail must decode to nothing (it must be the empty
 //! stored block that the sender removed), otherwise the message is corrupt.
 
+use crate::config::MAX_IDLE_CAPACITY;
+use crate::spare::Spares;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use std::cell::RefCell;
 
@@ -400,28 +402,17 @@ thread_local! {
     static SPARE_INFLATERS: RefCell<Vec<(u8, Box<Inflater>)>> = const { RefCell::new(Vec::new()) };
     /// Message buffers lent while a message is assembled (inflated or fragmented), so an idle
     /// connection keeps none.
-    static SPARE_BUFFERS: RefCell<Vec<Vec<u8>>> = const { RefCell::new(Vec::new()) };
+    static SPARE_BUFFERS: Spares = const { Spares::new(8, MAX_IDLE_CAPACITY) };
 }
-
-const MAX_SPARE_BUFFERS: usize = 8;
 
 /// An empty message buffer: one of this thread's spares (with its capacity), else a new one.
 pub(crate) fn take_buffer() -> Vec<u8> {
-    SPARE_BUFFERS.with(|s| s.borrow_mut().pop()).unwrap_or_default()
+    SPARE_BUFFERS.with(Spares::take)
 }
 
-/// Return a buffer from [`take_buffer`]; kept (emptied) if it is at most `max_capacity`.
-pub(crate) fn give_back_buffer(mut buf: Vec<u8>, max_capacity: usize) {
-    if buf.capacity() == 0 || buf.capacity() > max_capacity {
-        return;
-    }
-    buf.clear();
-    SPARE_BUFFERS.with(|s| {
-        let mut s = s.borrow_mut();
-        if s.len() < MAX_SPARE_BUFFERS {
-            s.push(buf);
-        }
-    });
+/// Return a buffer from [`take_buffer`] (kept if at most [`MAX_IDLE_CAPACITY`]).
+pub(crate) fn give_back_buffer(buf: Vec<u8>) {
+    SPARE_BUFFERS.with(|s| s.give_back(buf));
 }
 
 const MAX_SPARE_INFLATERS: usize = 8;

@@ -25,6 +25,7 @@ pub mod config;
 pub mod conn;
 pub mod deflate;
 mod deflate_cache;
+mod spare;
 pub mod extensions;
 pub mod handler;
 pub mod handshake;

@@ -3,7 +3,6 @@
 //! (incremental, so a bad sequence fails as soon as it arrives).
 
 use crate::codec::{self, ProtocolError, Role, Utf8Validator};
-use crate::config::MAX_IDLE_CAPACITY;
 use crate::deflate::{self, InflateError, Inflater, SavedWindow, PARKED_WINDOW_MAX_BITS};
 use crate::extensions::Negotiated;
 
@@ -240,7 +239,7 @@ impl Reader {
         self.compressed = false;
         self.fed = false;
         self.fragments = 0;
-        deflate::give_back_buffer(std::mem::take(&mut self.msg), MAX_IDLE_CAPACITY);
+        deflate::give_back_buffer(std::mem::take(&mut self.msg));
     }
 }
 

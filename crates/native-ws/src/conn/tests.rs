@@ -161,7 +161,7 @@ fn a_written_queue_goes_back_to_the_thread_and_the_next_socket_fills_it() {
 #[test]
 fn a_message_compressed_already_is_queued_as_a_ready_frame() {
     use crate::extensions::{negotiate, DeflateConfig};
-    let (ours, mut peer) = UnixStream::pair().unwrap();
+    let (ours, peer) = UnixStream::pair().unwrap();
     ours.set_nonblocking(true).unwrap();
     peer.set_nonblocking(true).unwrap();
     let cfg = DeflateConfig::default();
