@@ -31,7 +31,8 @@ const Event = Object.freeze({
 /** Defaults of a route's behavior (the core's `Behavior::default()`), in the JS API's units. */
 const ROUTE_DEFAULTS = Object.freeze({ ...c.routeDefaults });
 
-/** permessage-deflate defaults: Meteor's (the core's `DeflateConfig::default()`). */
+/** permessage-deflate defaults (the core's `DeflateConfig::default()`): Meteor's, plus
+ *  `requestMaxWindowBits: 10` (a small client window the server parks between messages). */
 const COMPRESSION_DEFAULTS = Object.freeze({
   ...c.compressionDefaults,
   requestMaxWindowBits: c.compressionDefaults.requestMaxWindowBits ?? undefined,
