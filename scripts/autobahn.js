@@ -8,7 +8,7 @@
 //   node scripts/autobahn.js --keep-report DIR   # copy the HTML/JSON report to DIR
 //   options: --exclude a,b   --verbose (stream wstest's output)   --timeout SECONDS (default 3600)
 //            --compression max|meteor|off   (echo server's permessage-deflate settings, default
-//            max: accepts every offer as made; meteor: Meteor's defaults; see echo-server.js)
+//            max: server parameters as offered; meteor: Meteor's defaults; see echo-server.js)
 //
 // Autobahn|Testsuite is Python 2.7 only. It is installed once into an isolated virtualenv under
 // .autobahn/ (never into pyenv's own site-packages) and reused while it works:

@@ -8,8 +8,9 @@
 // type (text → text, binary → binary). Compression (permessage-deflate, threshold 0 so every
 // message is compressed):
 //   max (default): server context takeover and a 15-bit window, so that every offer of
-//     Autobahn's 12.* / 13.* cases is accepted as offered (the core answers the client's
-//     parameters);
+//     Autobahn's 12.* / 13.* cases is accepted with its server parameters as offered; the
+//     client's window is bounded as the library's default does (client_max_window_bits=10 when
+//     offered, else client_no_context_takeover), so those cases run through parked windows;
 //   meteor: the library defaults Meteor uses (server_no_context_takeover added unilaterally,
 //     8-bit server window), to check that clients accept those answers too;
 //   off: no extension.
