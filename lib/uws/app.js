@@ -10,8 +10,6 @@ const { UHttpRequest, UHttpResponse } = require('./http');
 const { Topics } = require('./topics');
 const { arrayBuffer, text } = require('./util');
 
-const PREFIX = UWS_PATTERN_PREFIX;
-
 function rethrow(err) {
   throw err;
 }
@@ -34,7 +32,7 @@ class UApp {
   ws(pattern, behavior) {
     const { opts, maxLifetime } = O.uwsRouteOptions(pattern, behavior);
     const b = behavior || {};
-    const route = { behavior: b, pattern: PREFIX + pattern, maxLifetime };
+    const route = { behavior: b, pattern: UWS_PATTERN_PREFIX + pattern, maxLifetime };
     const inner = {
       open: (ws) => this._open(route, ws),
       message: (ws, data, isBinary) => {

@@ -3,12 +3,10 @@
 // (`inner`, a lib/websocket.js WebSocket). Like uWS: send defaults to text and no compression,
 // end()/close() run the close handler synchronously, and any call after that throws.
 
-const { native, SendStatus, SEND_KIND } = require('../constants');
+const { native, SendStatus, SEND_KIND: K } = require('../constants');
 const { scheduleFlush } = require('../websocket');
 const { closeCode } = require('../options');
 const { arrayBuffer, text, addressBytes, closedError } = require('./util');
-
-const K = SEND_KIND;
 
 class UWebSocket {
   constructor(app, route, inner) {

@@ -69,6 +69,8 @@ pub(crate) struct Job {
     pub opcode: u8,
     pub start: usize,
     pub len: usize,
+    /// its compress-once cache key, when the queueing thread computed it already
+    pub key: Option<deflate_cache::Key>,
 }
 
 /// What [`Conn::take`] found in the queue.
@@ -238,13 +240,15 @@ impl Conn {
             let start = ob.job_data.len();
             fill(&mut ob.job_data);
             let len = ob.job_data.len() - start;
-            queued = self.queue_if_compressed(ob, opcode, start);
+            let key = self.cache_key(&ob.job_data[start..]);
+            queued = key.and_then(|key| self.queue_if_compressed(ob, opcode, start, key));
             if queued.is_none() {
                 ob.jobs.push(Job {
                     at: ob.buf.len(),
                     opcode,
                     start,
                     len,
+                    key,
                 });
             }
             len
@@ -267,6 +271,7 @@ impl Conn {
                     opcode,
                     start,
                     len,
+                    key: None,
                 });
             } else {
                 let (hdr, n) = codec::encode_header(fin, false, opcode, len, None);
@@ -305,26 +310,25 @@ impl Conn {
         (status, newly_dirty)
     }
 
-    /// A message to compress whose compressed form is cached already (a fan-out's sends after
-    /// the first compression, with server_no_context_takeover): queue it as a ready frame (no
-    /// job for an I/O thread) and drop its payload from `job_data` (from `start`). Returns the
-    /// frame's length, or None when it must be compressed.
-    fn queue_if_compressed(&self, ob: &mut Outbox, opcode: u8, start: usize) -> Option<usize> {
+    /// The compress-once cache key of a payload this connection compresses (None with server
+    /// context takeover, which compresses per connection, or when the payload bypasses the cache).
+    fn cache_key(&self, payload: &[u8]) -> Option<deflate_cache::Key> {
         let n = self.deflate.as_ref().filter(|n| n.server_no_context_takeover)?;
-        let level = self.deflate_level();
+        deflate_cache::Key::of(self.deflate_level(), n.server_window_bits, payload)
+    }
+
+    /// A message to compress whose compressed form is cached already (a fan-out's sends after
+    /// the first compression): queue it as a ready frame (no job for an I/O thread) and drop its
+    /// payload from `job_data` (from `start`). Returns the frame's length, or None when it must
+    /// be compressed.
+    fn queue_if_compressed(&self, ob: &mut Outbox, opcode: u8, start: usize, key: deflate_cache::Key) -> Option<usize> {
+        let compressed = deflate_cache::compressed(key, &ob.job_data[start..], &self.stats)?;
         if ob.buf.capacity() == 0 {
             ob.buf = take_spare();
         }
-        // The header needs the compressed length: append the payload first, then insert the
-        // header before it (a rotate of the few header bytes).
         let at = ob.buf.len();
-        let hit = deflate_cache::append_if_compressed(level, n.server_window_bits, &ob.job_data[start..], &self.stats, &mut ob.buf);
-        if !hit {
-            return None;
-        }
-        let (hdr, hn) = codec::encode_header(true, true, opcode, ob.buf.len() - at, None);
-        ob.buf.extend_from_slice(&hdr[..hn]);
-        ob.buf[at..].rotate_right(hn);
+        codec::write_header(&mut ob.buf, true, true, opcode, compressed.bytes().len(), None);
+        ob.buf.extend_from_slice(compressed.bytes());
         ob.job_data.truncate(start);
         Some(ob.buf.len() - at)
     }

@@ -11,7 +11,6 @@
 //!   `give_back_inflater` lend a spare inflater for one message, to
 //!   client_no_context_takeover connections and to context-takeover ones with
 //!   a small window, which keep only a [`SavedWindow`] between messages.
-//!   `take_buffer` / `give_back_buffer` lend the message buffer likewise.
 //!
 //! Pure code: no I/O, no async.
 //!
@@ -41,8 +40,6 @@
 //! implicit `00 00 ff ff` tail must decode to nothing (it must be the empty
 //! stored block that the sender removed), otherwise the message is corrupt.
 
-use crate::config::MAX_IDLE_CAPACITY;
-use crate::spare::Spares;
 use flate2::{Compress, Compression, Decompress, FlushCompress, FlushDecompress, Status};
 use std::cell::RefCell;
 
@@ -270,7 +267,6 @@ impl Inflater {
         }
     }
 
-
     fn inflate(
         &mut self,
         input: &[u8],
@@ -345,16 +341,16 @@ fn append_capped(out: &mut Vec<u8>, data: &[u8], max_len: usize) {
 // A parked inflate window
 // ---------------------------------------------------------------------------
 
-/// The inflate window of a context-takeover connection between two messages: the last bytes its
-/// client's stream produced, at most `1 << window_bits` (the farthest a back-reference may reach).
-/// With it the connection lends a pooled [`Inflater`] per message ([`Inflater::resume`]) instead
-/// of keeping one: an idle connection holds these bytes, not an inflater's ~10 KiB of state and
-/// window pages. Used for small windows only (the bytes are copied twice per message).
 /// Context-takeover connections whose client window is at most this many bits park it in a
 /// [`SavedWindow`] between messages (≤ 4 KiB copied in and out per message); larger windows keep
 /// a dedicated inflater.
 pub(crate) const PARKED_WINDOW_MAX_BITS: u8 = 12;
 
+/// The inflate window of a context-takeover connection between two messages: the last bytes its
+/// client's stream produced, at most `1 << window_bits` (the farthest a back-reference may reach).
+/// With it the connection lends a pooled [`Inflater`] per message ([`Inflater::resume`]) instead
+/// of keeping one: an idle connection holds these bytes, not an inflater's ~10 KiB of state and
+/// window pages. Used for small windows only (the bytes are copied twice per message).
 #[derive(Default)]
 pub struct SavedWindow {
     bytes: Vec<u8>,
@@ -400,19 +396,6 @@ thread_local! {
     /// window, which resume their [`SavedWindow`] in it. After each message the inflater comes
     /// back, so an idle connection holds none and no message allocates one.
     static SPARE_INFLATERS: RefCell<Vec<(u8, Box<Inflater>)>> = const { RefCell::new(Vec::new()) };
-    /// Message buffers lent while a message is assembled (inflated or fragmented), so an idle
-    /// connection keeps none.
-    static SPARE_BUFFERS: Spares = const { Spares::new(8, MAX_IDLE_CAPACITY) };
-}
-
-/// An empty message buffer: one of this thread's spares (with its capacity), else a new one.
-pub(crate) fn take_buffer() -> Vec<u8> {
-    SPARE_BUFFERS.with(Spares::take)
-}
-
-/// Return a buffer from [`take_buffer`] (kept if at most [`MAX_IDLE_CAPACITY`]).
-pub(crate) fn give_back_buffer(buf: Vec<u8>) {
-    SPARE_BUFFERS.with(|s| s.give_back(buf));
 }
 
 const MAX_SPARE_INFLATERS: usize = 8;

@@ -46,16 +46,21 @@ impl Cache {
         Cache { buckets: HashMap::new(), order: VecDeque::new(), bytes: 0, max_entries, max_bytes }
     }
 
-    /// The entry for `params` and `input` (whose hash is `hash`): an existing one with the same
-    /// bytes, else a new, not yet compressed one (oldest entries evicted to make room).
-    fn entry(&mut self, hash: u64, params: (u32, u8), input: &[u8]) -> Arc<Entry> {
-        if let Some(found) = self
-            .buckets
-            .get(&hash)
-            .and_then(|b| b.iter().find(|e| e.params == params && *e.input == *input))
-        {
-            return found.clone();
+    /// The entry with `key` and exactly the bytes `input`, if any.
+    fn find(&self, key: Key, input: &[u8]) -> Option<Arc<Entry>> {
+        self.buckets
+            .get(&key.hash)
+            .and_then(|b| b.iter().find(|e| e.params == key.params && *e.input == *input))
+            .cloned()
+    }
+
+    /// The entry for `key` and `input`: an existing one with the same bytes, else a new, not yet
+    /// compressed one (oldest entries evicted to make room).
+    fn entry(&mut self, key: Key, input: &[u8]) -> Arc<Entry> {
+        if let Some(found) = self.find(key, input) {
+            return found;
         }
+        let (hash, params) = (key.hash, key.params);
         let cost = 2 * input.len();
         while !self.order.is_empty() && (self.order.len() >= self.max_entries || self.bytes + cost > self.max_bytes) {
             self.evict_oldest();
@@ -81,6 +86,23 @@ impl Cache {
 
 static CACHE: LazyLock<Mutex<Cache>> = LazyLock::new(|| Mutex::new(Cache::new(MAX_ENTRIES, MAX_BYTES)));
 
+/// Where a message would sit in the cache: its parameters (level, window bits) and the hash of
+/// both with its bytes. Computed once per message, by the thread that queues it, and carried to
+/// the I/O thread with the message when it must be compressed there.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Key {
+    params: (u32, u8),
+    hash: u64,
+}
+
+impl Key {
+    /// The key of `input`, or None when it bypasses the cache (above [`MAX_INPUT`]).
+    pub(crate) fn of(level: u32, bits: u8, input: &[u8]) -> Option<Key> {
+        let params = (level, bits);
+        (input.len() <= MAX_INPUT).then(|| Key { params, hash: hash(params, input) })
+    }
+}
+
 /// A fast non-cryptographic hash of the parameters and bytes (FxHash-style, 8 bytes a step):
 /// it only picks candidates, equality is always checked on the bytes.
 fn hash(params: (u32, u8), input: &[u8]) -> u64 {
@@ -96,44 +118,45 @@ fn hash(params: (u32, u8), input: &[u8]) -> u64 {
     mix(h, u64::from_le_bytes(tail))
 }
 
-/// Append the compressed payload of `input` to `out` if an identical message (same level and
-/// window bits) is compressed already, counting `compressions_reused`; false (nothing appended,
-/// nothing inserted) otherwise. For the thread that queues a message: a fan-out's sends after the
-/// first compression become ready frames, with no hand-off to an I/O thread.
-pub(crate) fn append_if_compressed(level: u32, bits: u8, input: &[u8], stats: &Stats, out: &mut Vec<u8>) -> bool {
-    if input.len() > MAX_INPUT {
-        return false;
+/// A compressed payload found in the cache (kept alive while it is copied).
+pub(crate) struct Compressed(Arc<Entry>);
+
+impl Compressed {
+    pub(crate) fn bytes(&self) -> &[u8] {
+        self.0.output.get().expect("found compressed")
     }
-    let params = (level, bits);
-    let h = hash(params, input);
-    let found = {
-        let cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
-        cache.buckets.get(&h).and_then(|b| b.iter().find(|e| e.params == params && *e.input == *input)).cloned()
-    };
-    match found.as_ref().and_then(|e| e.output.get()) {
-        Some(bytes) => {
-            Stats::add(&stats.compressions_reused, 1);
-            out.extend_from_slice(bytes);
-            true
-        }
-        None => false,
-    }
+}
+
+/// The compressed payload of `input` (whose key is `key`) if an identical message is compressed
+/// already, counting `compressions_reused`; None (nothing inserted) otherwise. For the thread that
+/// queues a message: a fan-out's sends after the first compression become ready frames, with no
+/// hand-off to an I/O thread.
+pub(crate) fn compressed(key: Key, input: &[u8], stats: &Stats) -> Option<Compressed> {
+    let found = CACHE.lock().unwrap_or_else(|e| e.into_inner()).find(key, input)?;
+    found.output.get()?;
+    Stats::add(&stats.compressions_reused, 1);
+    Some(Compressed(found))
 }
 
 /// Append the no-context-takeover compressed payload of `input` (level, window bits) to `out`:
 /// from the cache when an identical message was compressed already, else compressed now with
 /// this thread's shared deflater and kept. Counts `compressions` or `compressions_reused`.
+/// (The I/O threads use [`compress_keyed`] with the key the queueing thread computed.)
+#[cfg(test)]
 pub(crate) fn compress_shared(level: u32, bits: u8, input: &[u8], stats: &Stats, out: &mut Vec<u8>) {
+    compress_keyed(level, bits, Key::of(level, bits, input), input, stats, out);
+}
+
+/// [`compress_shared`] with the key computed already (None: `input` bypasses the cache).
+pub(crate) fn compress_keyed(level: u32, bits: u8, key: Option<Key>, input: &[u8], stats: &Stats, out: &mut Vec<u8>) {
     let compress = |out: &mut Vec<u8>| {
         Stats::add(&stats.compressions, 1);
         deflate::with_shared_deflater(level, bits, |d| d.compress(input, out));
     };
-    if input.len() > MAX_INPUT {
+    let Some(key) = key else {
         return compress(out);
-    }
-    let params = (level, bits);
-    let h = hash(params, input);
-    let entry = CACHE.lock().unwrap_or_else(|e| e.into_inner()).entry(h, params, input);
+    };
+    let entry = CACHE.lock().unwrap_or_else(|e| e.into_inner()).entry(key, input);
     let mut ran = false;
     let bytes = entry.output.get_or_init(|| {
         ran = true;

@@ -3,8 +3,16 @@
 //! (incremental, so a bad sequence fails as soon as it arrives).
 
 use crate::codec::{self, ProtocolError, Role, Utf8Validator};
+use crate::config::MAX_IDLE_CAPACITY;
 use crate::deflate::{self, InflateError, Inflater, SavedWindow, PARKED_WINDOW_MAX_BITS};
 use crate::extensions::Negotiated;
+use crate::spare::Spares;
+
+thread_local! {
+    /// Message buffers lent while a message is assembled (inflated or fragmented), so an idle
+    /// connection keeps none.
+    static SPARE_BUFFERS: Spares = const { Spares::new(8, MAX_IDLE_CAPACITY) };
+}
 
 /// One complete message or control frame, borrowed from the read buffer or the message buffer.
 #[derive(Debug, PartialEq, Eq)]
@@ -187,7 +195,7 @@ impl Reader {
     /// Add one fragment's payload to the message in progress (inflating it if compressed).
     fn append(&mut self, payload: &[u8], fin: bool) -> Result<(), ProtocolError> {
         if self.msg.capacity() == 0 {
-            self.msg = deflate::take_buffer();
+            self.msg = SPARE_BUFFERS.with(Spares::take);
         }
         let start = self.msg.len();
         if self.compressed {
@@ -239,7 +247,8 @@ impl Reader {
         self.compressed = false;
         self.fed = false;
         self.fragments = 0;
-        deflate::give_back_buffer(std::mem::take(&mut self.msg));
+        let msg = std::mem::take(&mut self.msg);
+        SPARE_BUFFERS.with(|s| s.give_back(msg));
     }
 }
 

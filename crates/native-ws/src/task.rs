@@ -488,7 +488,8 @@ impl Task {
             let payload = &t.job_data[job.start..job.start + job.len];
             self.zbuf.clear();
             if negotiated.server_no_context_takeover {
-                deflate_cache::compress_shared(level, bits, payload, &self.conn.stats, &mut self.zbuf);
+                let key = job.key.or_else(|| deflate_cache::Key::of(level, bits, payload));
+                deflate_cache::compress_keyed(level, bits, key, payload, &self.conn.stats, &mut self.zbuf);
             } else {
                 Stats::add(&self.conn.stats.compressions, 1);
                 self.deflater

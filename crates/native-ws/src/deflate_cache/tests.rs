@@ -61,12 +61,12 @@ fn across_threads_one_compression() {
 #[test]
 fn same_hash_different_bytes_is_a_miss() {
     let mut cache = Cache::new(16, 1 << 20);
-    let a = cache.entry(42, (1, 15), b"first message");
-    let b = cache.entry(42, (1, 15), b"other message");
-    let c = cache.entry(42, (1, 9), b"first message");
+    let a = cache.entry(Key { hash: 42, params: (1, 15) }, b"first message");
+    let b = cache.entry(Key { hash: 42, params: (1, 15) }, b"other message");
+    let c = cache.entry(Key { hash: 42, params: (1, 9) }, b"first message");
     assert!(!Arc::ptr_eq(&a, &b) && !Arc::ptr_eq(&a, &c));
     assert_eq!(cache.buckets[&42].len(), 3);
-    assert!(Arc::ptr_eq(&a, &cache.entry(42, (1, 15), b"first message")));
+    assert!(Arc::ptr_eq(&a, &cache.entry(Key { hash: 42, params: (1, 15) }, b"first message")));
     assert_eq!(cache.order.len(), 3);
 }
 
@@ -74,7 +74,7 @@ fn same_hash_different_bytes_is_a_miss() {
 fn bounded_by_entries_and_bytes() {
     let mut cache = Cache::new(4, 1 << 20);
     for i in 0..10u64 {
-        cache.entry(i, (1, 15), &i.to_le_bytes());
+        cache.entry(Key { hash: i, params: (1, 15) }, &i.to_le_bytes());
     }
     assert_eq!(cache.order.len(), 4);
     assert_eq!(cache.buckets.len(), 4);
@@ -83,7 +83,7 @@ fn bounded_by_entries_and_bytes() {
 
     let mut cache = Cache::new(1000, 10_000);
     for i in 0..50u64 {
-        cache.entry(i % 3, (1, 15), &vec![i as u8; 1000]);
+        cache.entry(Key { hash: i % 3, params: (1, 15) }, &vec![i as u8; 1000]);
         assert!(cache.bytes <= 10_000);
     }
     assert_eq!(cache.order.len(), 5);
