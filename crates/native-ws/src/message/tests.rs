@@ -266,3 +266,33 @@ fn rsv1_on_continuation_is_a_protocol_error() {
     let bytes = [frame(false, false, codec::OP_TEXT, b"a"), frame(true, true, codec::OP_CONTINUATION, b"b")].concat();
     assert_eq!(run(&mut r, bytes).0.unwrap_err().code, 1002);
 }
+
+#[test]
+fn a_client_reaching_past_the_negotiated_window_is_closed_1007_and_other_streams_go_on() {
+    let (n, mut honest) = deflate_session();
+    assert_eq!(n.client_window_bits, 10);
+    // This client was told 10 bits but deflates with 15: its second message refers 2 KiB back,
+    // past the 1 KiB the server kept.
+    let mut liar = Deflater::new(6, 15, false);
+    let mut r = Reader::new(1 << 20, 100, Some(&n));
+    let mut other = Reader::new(1 << 20, 100, Some(&n));
+    let mut rng = crate::testutil::Rng(7);
+    let text: String = (0..2048).map(|_| (b'a' + rng.below(26) as u8) as char).collect();
+    for round in 0..2 {
+        let mut z = Vec::new();
+        liar.compress(text.as_bytes(), &mut z);
+        let (res, got) = run(&mut r, frame(true, true, codec::OP_TEXT, &z));
+        if round == 0 {
+            assert_eq!(got, vec![format!("t:{text}")]);
+        } else {
+            assert_eq!(res.unwrap_err().code, codec::CLOSE_INVALID_DATA, "1007: corrupt deflate data");
+        }
+        // Another connection on the same thread, sharing the inflater pool, is unaffected.
+        let msg = format!("honest {round} {}", "h".repeat(100));
+        let mut z = Vec::new();
+        honest.compress(msg.as_bytes(), &mut z);
+        let (res, got) = run(&mut other, frame(true, true, codec::OP_TEXT, &z));
+        res.unwrap();
+        assert_eq!(got, vec![format!("t:{msg}")]);
+    }
+}
