@@ -14,7 +14,13 @@ function rethrow(err) {
 class TemplatedApp {
   constructor(options) {
     const { threads } = O.appOptions(options);
-    this._native = new native.NativeApp(threads, (...batch) => this._dispatch(batch));
+    // The bridge calls this with a batch `tag, value, ...`, or with no arguments at the end of a
+    // delivery: then it settles after this event-loop turn's other I/O (src/bridge.rs, fairness).
+    const settle = () => this._native.settle();
+    this._native = new native.NativeApp(threads, (...batch) => {
+      if (batch.length === 0) setImmediate(settle);
+      else this._dispatch(batch);
+    });
     this._routes = [];
     this._sockets = new Map();
     this._userData = new Map();

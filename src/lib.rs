@@ -1,7 +1,8 @@
 //! The `#[napi]` layer: translates between JS values and the `native-ws` core. No protocol
 //! logic lives here; validation of options happens in lib/options.js, which owns the public API.
 //!
-//! - bridge.rs: events from the I/O threads to JS, in batches (one threadsafe call per batch).
+//! - bridge.rs: events from the I/O threads to JS, in batches (one threadsafe call per batch),
+//!   at most one turn's budget per event-loop turn.
 //! - send.rs: the one door for outbound messages (`send`, `flushAll`).
 //! - sockets.rs: open connections by id, as the JS thread sees them.
 //! - constants.rs: constants JS reads from here (defined once).
@@ -230,6 +231,13 @@ impl NativeApp {
     pub fn stop_listening(&self) -> Result<()> {
         self.server()?.stop_listening();
         Ok(())
+    }
+
+    /// After a delivery, from a `setImmediate`: wake JS again if events wait, else let the next
+    /// event wake it (see bridge.rs). Works after `close` too (then it does nothing).
+    #[napi]
+    pub fn settle(&self) {
+        self.bridge.settle();
     }
 
     /// Keep the Node event loop alive (listening or sockets open) or not.

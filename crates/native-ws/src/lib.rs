@@ -13,6 +13,7 @@
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
 //!   connection's socket, TCP or unix (adopted from a Node server listening on a path).
 //! - [`handler`]: the trait the consumer implements (the JS bridge, or a pure-Rust responder).
+//! - [`pacing`]: how long one turn of the consumer's event loop may spend on delivered events.
 //! - [`config`]: per-route settings ([`Behavior`]) and fixed limits; [`stats`]: live counters.
 //!
 //! Data flows socket → codec → message → handler (batched by the consumer) with no back-and-forth.
@@ -30,6 +31,7 @@ pub mod extensions;
 pub mod handler;
 pub mod handshake;
 pub mod message;
+pub mod pacing;
 pub mod route;
 pub mod server;
 pub mod stats;
