@@ -300,6 +300,11 @@ pub fn write_101(
 ///
 /// A status outside 100..=999 cannot be written on a status line and is sent as 500.
 pub fn write_error(out: &mut Vec<u8>, status: u16, message: &str) {
+    write_error_with(out, status, message, &[]);
+}
+
+/// An error response with extra headers (e.g. `Retry-After` on a 503).
+pub fn write_error_with(out: &mut Vec<u8>, status: u16, message: &str, headers: &[(&str, &str)]) {
     let status = if (100..=999).contains(&status) {
         status
     } else {
@@ -315,6 +320,9 @@ pub fn write_error(out: &mut Vec<u8>, status: u16, message: &str) {
     out.extend_from_slice(b"Connection: close\r\n");
     if status == BAD_VERSION.status {
         write_header(out, "Sec-WebSocket-Version", WS_VERSION);
+    }
+    for (name, value) in headers {
+        write_header(out, name, value);
     }
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(message.as_bytes());

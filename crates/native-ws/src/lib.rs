@@ -1,6 +1,7 @@
 //! native-ws: the pure-Rust WebSocket server core of ddp-transport-native.
 //!
 //! One module per protocol concern:
+//! - [`admission`]: admission control for reconnect storms (upgrades per second, opens waiting).
 //! - [`handshake`]: HTTP/1.1 upgrade parsing (httparse) and validation, 101/error responses.
 //! - [`codec`]: our own RFC 6455 frame codec (fastwebsockets 0.10 rejects RSV1, which
 //!   permessage-deflate needs, so the server's frame reader and writer are ours).
@@ -21,6 +22,7 @@
 //! Each module's unit tests are in `<module>/tests.rs`; helpers they share (a PRNG, a raw-deflate
 //! stream inspector) are in `testutil`, compiled for tests only.
 
+pub mod admission;
 pub mod codec;
 pub mod config;
 pub mod conn;
@@ -40,6 +42,7 @@ mod task;
 #[cfg(test)]
 mod testutil;
 
+pub use admission::{Admission, AdmissionConfig};
 pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
 pub use extensions::DeflateConfig;
