@@ -13,7 +13,7 @@ function rethrow(err) {
 
 class TemplatedApp {
   constructor(options) {
-    const { threads } = O.appOptions(options);
+    const { threads, admission } = O.appOptions(options);
     // The bridge calls this with a batch `tag, value, ...`, or with no arguments at the end of a
     // delivery: then it settles after this event-loop turn's other I/O (src/bridge.rs, fairness).
     const settle = () => this._native.settle();
@@ -21,6 +21,7 @@ class TemplatedApp {
       if (batch.length === 0) setImmediate(settle);
       else this._dispatch(batch);
     });
+    this._native.setAdmission(admission);
     this._routes = [];
     this._sockets = new Map();
     this._userData = new Map();
@@ -239,6 +240,15 @@ class TemplatedApp {
       dropped: s.dropped,
       compressions: s.compressions,
       compressionsReused: s.compressionsReused,
+      // admission control: whether it bounds upgrades; upgrades let through, held first, answered 503 + Retry-After; and the
+      // admitted sockets whose first event JS has not taken yet (a gauge)
+      admission: {
+        on: s.admissionOn,
+        admitted: s.admissionAdmitted,
+        deferred: s.admissionDeferred,
+        refused: s.admissionRefused,
+        waiting: s.admissionWaiting,
+      },
       closesByCode,
     };
     this._lastStats = out;

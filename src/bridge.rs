@@ -29,12 +29,12 @@ use crate::sockets;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use native_ws::pacing::Pacer;
-use native_ws::{Conn, Handler, OpenInfo, UpgradeInfo};
+use native_ws::{Admission, Conn, Handler, OpenInfo, UpgradeInfo};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::{c_void, CStr};
 use std::ptr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 /// Values per call of the dispatch function (V8 copies arguments onto its stack).
@@ -134,6 +134,8 @@ pub struct Bridge {
     wake: Mutex<Option<Wake>>,
     /// used by the JS thread only (a Mutex for Sync; never contended)
     taken: Mutex<Taken>,
+    /// the server's admission control, told when JS takes an admitted socket's first event
+    admission: OnceLock<Arc<Admission>>,
 }
 
 impl Bridge {
@@ -143,6 +145,7 @@ impl Bridge {
             queue: Mutex::new(Queue::default()),
             wake: Mutex::new(None),
             taken: Mutex::new(Taken::default()),
+            admission: OnceLock::new(),
         });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
@@ -171,6 +174,26 @@ impl Bridge {
         }
         *bridge.wake.lock().unwrap() = Some(Wake(tsfn));
         Ok(bridge)
+    }
+
+    /// The server's admission control (set once, right after the server is made).
+    pub fn set_admission(&self, admission: Arc<Admission>) {
+        let _ = self.admission.set(admission);
+    }
+
+    /// Tell admission control that JS took an admitted socket's first event: its upgrade event
+    /// (a route with an upgrade hook), else its open event (token 0).
+    fn first_event_taken(&self, ev: &Event) {
+        let first = match ev {
+            Event::Upgrade(_) => true,
+            Event::Open(_, info) => info.token == 0,
+            _ => false,
+        };
+        if first {
+            if let Some(a) = self.admission.get() {
+                a.taken();
+            }
+        }
     }
 
     /// Keep the Node event loop alive for this bridge or not (JS thread).
@@ -382,6 +405,7 @@ unsafe fn deliver_turn(
         while n < chunk {
             let Some(ev) = taken.events.pop_front() else { break };
             n += 1;
+            bridge.first_event_taken(&ev);
             match event_values(env, ev, &taken.data) {
                 Ok((t, v)) => args.extend([t, v]),
                 Err(e) => {

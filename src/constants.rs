@@ -1,13 +1,13 @@
 //! Constants the JS layer reads from the addon (lib/constants.js), so each is defined once, here
 //! or in the core: send results, the event kinds of a batch, route and permessage-deflate
-//! defaults, and the close codes an endpoint may send.
+//! and admission-control defaults, and the close codes an endpoint may send.
 
 use crate::bridge::EventKind;
 use crate::send::SendKind;
-use crate::CompressionOptions;
+use crate::{AdmissionOptions, CompressionOptions};
 use napi_derive::napi;
 use native_ws::codec::{is_valid_close_code, CLOSE_TRY_AGAIN};
-use native_ws::DeflateConfig;
+use native_ws::{AdmissionConfig, DeflateConfig};
 use native_ws::{Behavior, SendStatus};
 
 #[napi(object)]
@@ -68,6 +68,8 @@ pub struct Constants {
     pub event: EventKinds,
     pub route_defaults: RouteDefaults,
     pub compression_defaults: CompressionOptions,
+    /// Admission control's defaults (native_ws::AdmissionConfig::default()).
+    pub admission_defaults: AdmissionOptions,
     pub close_code_ranges: Vec<CloseCodeRange>,
     /// The close code of a socket closed for `closeOnBackpressureLimit`.
     pub backpressure_close_code: u32,
@@ -123,6 +125,7 @@ pub fn constants() -> Constants {
             send_pings_automatically: b.send_pings,
         },
         compression_defaults: CompressionOptions::from(&DeflateConfig::default()),
+        admission_defaults: AdmissionOptions::from(&AdmissionConfig::default()),
         close_code_ranges: close_code_ranges(),
         backpressure_close_code: CLOSE_TRY_AGAIN as u32,
     }
