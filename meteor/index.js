@@ -89,6 +89,8 @@ const SETTING_KEYS = {
   },
   threads: { check: (v) => isInt(v, 1, 16), valid: 'an integer 1..16' },
   drainOnSigterm: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
+  // admission control (App({ admission })): its keys are checked by core.admissionOptions
+  admission: { check: (v) => typeof v === 'boolean' || isPlainObject(v), valid: 'true, false or an object of admission limits' },
 };
 
 const SETTING_DEFAULTS = Object.freeze({
@@ -97,6 +99,7 @@ const SETTING_DEFAULTS = Object.freeze({
   maxBackpressure: 16 * MIB,
   threads: 1,
   drainOnSigterm: false,
+  admission: true, // the core's defaults (on)
 });
 
 /**
@@ -119,6 +122,7 @@ function validateSettings(raw) {
     const v = raw[key];
     if (v === undefined) continue;
     if (!rule.check(v)) throw new Error(`ddp-server.native.${key} must be ${rule.valid}, got ${show(v)}`);
+    if (key === 'admission') core.admissionOptions(v, 'ddp-server.native.admission'); // names a bad key
     out[key] = v;
   }
   return out;
@@ -327,7 +331,7 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   setUpPaths.set(httpServer, taken);
 
   const events = new EventEmitter();
-  const app = core.App({ threads: settings.threads });
+  const app = core.App({ threads: settings.threads, admission: settings.admission });
   const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
   const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
   // The core's socket → our contract socket (core sockets are stable objects).
