@@ -42,6 +42,9 @@ const COMPRESSION_DEFAULTS = Object.freeze({
  *  burst, admitted sockets waiting for their open event, hold time, Retry-After. */
 const ADMISSION_DEFAULTS = Object.freeze({ ...c.admissionDefaults });
 
+/** Time one event-loop turn may spend handling delivered events, ms (the core's TURN_BUDGET). */
+const TURN_BUDGET_MS = c.turnBudgetMs;
+
 /** Kinds of `send` (message, fragments, ping) and the prefix of routes matched with uWS's rules:
  *  for the uWS compat surface (lib/uws/). */
 const SEND_KIND = Object.freeze({ ...c.sendKind });
@@ -67,6 +70,7 @@ module.exports = {
   ROUTE_DEFAULTS,
   COMPRESSION_DEFAULTS,
   ADMISSION_DEFAULTS,
+  TURN_BUDGET_MS,
   CLOSE_CODE_RANGES,
   CLOSE_CODES_TEXT,
   BACKPRESSURE_CLOSE_CODE,

@@ -23,7 +23,9 @@
 //! is spent (what is left waits on the JS thread, in order), then asks JS (a call of the dispatch
 //! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the turn's
 //! other I/O; `settle` re-arms the wakeup if events wait (timers run before it is delivered) or
-//! disarms it. Under light load that is still one wakeup per batch.
+//! disarms it. Under light load that is still one wakeup per batch. JS checks the same budget
+//! per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login each) it stops
+//! inside the chunk, keeps its rest, answers `false`, and settles only once that rest is done.
 
 use crate::sockets;
 use napi::bindgen_prelude::*;
@@ -414,9 +416,19 @@ unsafe fn deliver_turn(
                 }
             }
         }
+        // JS answers false when the turn's budget ran out inside the chunk (an expensive handler,
+        // e.g. a DDP login): it keeps the chunk's rest and goes on from a setImmediate.
+        let mut js_done = true;
         if !args.is_empty() {
             let mut result = ptr::null_mut();
-            sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result);
+            if sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result) == sys::Status::napi_ok
+                && !result.is_null()
+            {
+                let mut b = true;
+                if sys::napi_get_value_bool(env, result, &mut b) == sys::Status::napi_ok {
+                    js_done = b;
+                }
+            }
         }
         if let Some(e) = failed {
             // Only on an N-API failure (out of memory): surface it as an exception.
@@ -428,6 +440,9 @@ unsafe fn deliver_turn(
         sys::napi_is_exception_pending(env, &mut pending);
         if pending {
             return Turn::Exception;
+        }
+        if !js_done {
+            return Turn::Spent;
         }
     }
 }

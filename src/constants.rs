@@ -70,6 +70,8 @@ pub struct Constants {
     pub compression_defaults: CompressionOptions,
     /// Admission control's defaults (native_ws::AdmissionConfig::default()).
     pub admission_defaults: AdmissionOptions,
+    /// Time one event-loop turn may spend on delivered events, ms (native_ws::pacing::TURN_BUDGET).
+    pub turn_budget_ms: f64,
     pub close_code_ranges: Vec<CloseCodeRange>,
     /// The close code of a socket closed for `closeOnBackpressureLimit`.
     pub backpressure_close_code: u32,
@@ -126,6 +128,7 @@ pub fn constants() -> Constants {
         },
         compression_defaults: CompressionOptions::from(&DeflateConfig::default()),
         admission_defaults: AdmissionOptions::from(&AdmissionConfig::default()),
+        turn_budget_ms: native_ws::pacing::TURN_BUDGET.as_secs_f64() * 1000.0,
         close_code_ranges: close_code_ranges(),
         backpressure_close_code: CLOSE_TRY_AGAIN as u32,
     }
