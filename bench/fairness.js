@@ -20,8 +20,8 @@ async function main() {
   const rounds = Number(arg('--rounds', '1'));
   const workUs = arg('--work-us', undefined) === undefined ? undefined : Number(arg('--work-us'));
   const f = (x) => x.toFixed(1);
-  console.log('| round | server | deflate | timer lateness p50 / p99 / max ms | HTTP GET p50 / p99 / max ms (failed) | messages/s | event loop busy |');
-  console.log('|---|---|---|---|---|---|---|');
+  console.log('| round | server | deflate | timer lateness p50 / p99 / max ms | HTTP GET p50 / p99 / max ms (failed) | messages/s | event loop busy | idle control process lateness p99 / max ms |');
+  console.log('|---|---|---|---|---|---|---|---|');
   for (let r = 1; r <= rounds; r++) {
     for (const mode of ['listen', 'meteor']) {
       for (const compress of [false, true]) {
@@ -29,7 +29,7 @@ async function main() {
         const l = m.lateness;
         const h = m.http;
         console.log(`| ${label}${r} | ${mode} | ${compress ? 'on' : 'off'} | ${f(l.p50)} / ${f(l.p99)} / ${f(l.max)} | ` +
-          `${f(h.p50)} / ${f(h.p99)} / ${f(h.max)} (${h.failed}) | ${m.perSecond} | ${(m.utilization * 100).toFixed(0)}% |`);
+          `${f(h.p50)} / ${f(h.p99)} / ${f(h.max)} (${h.failed}) | ${m.perSecond} | ${(m.utilization * 100).toFixed(0)}% | ${f(m.machine.p99)} / ${f(m.machine.max)} |`);
       }
     }
   }

@@ -62,6 +62,31 @@ function get(port) {
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /**
+ * The machine's own scheduling noise: an idle `node` process running the same 10 ms interval.
+ * On a box shared with other builds a runnable process may wait for a core for a long time; what
+ * this control sees late is not the server's event loop's doing. `await probe.ready`, then
+ * `await probe.report()` → { n, p50, p99, max } since ready (and the process ends).
+ */
+function controlProbe() {
+  const src = `let late = [], last = performance.now();
+    setInterval(() => { const now = performance.now(); late.push(Math.max(0, now - last - 10)); last = now; }, 10);
+    process.stdout.write('READY\\n');
+    process.stdin.on('data', () => { process.stdout.write(JSON.stringify(late) + '\\n'); process.exit(0); });`;
+  const ch = child(['-e', src], {});
+  return {
+    ready: ch.wait((l) => l === 'READY', 15000, 'control probe READY'),
+    async report() {
+      const before = ch.lines.length;
+      ch.ch.stdin.write('report\n');
+      const line = await ch.wait((l) => l.startsWith('[') && ch.lines.indexOf(l) >= before, 15000, 'control probe report');
+      ch.kill();
+      return stats(JSON.parse(line));
+    },
+    kill: ch.kill,
+  };
+}
+
+/**
  * @param {object} o
  * @param {'listen'|'meteor'} o.mode  own listener, or the Meteor adapter on an http.Server
  * @param {boolean} o.compress        permessage-deflate (Meteor's defaults) on both sides
@@ -77,6 +102,7 @@ async function measureFairness({ mode, compress, workUs, clients = 50, inflight 
   const env = pkg ? { DTN_PKG: pkg } : {};
   const server = child([path.join(HELPERS, 'fairness-server.js'), mode, compress ? '1' : '0', String(workUs)], env);
   let load;
+  let control;
   try {
     const ready = await server.wait((l) => l.startsWith('READY '), 15000, 'server READY');
     const [, wsPort, httpPort] = ready.split(' ').map(Number);
@@ -84,6 +110,8 @@ async function measureFairness({ mode, compress, workUs, clients = 50, inflight 
     load = child([path.join(HELPERS, 'fairness-load.js'), url, String(clients), String(inflight), String(bytes),
       String(seconds + 3), compress ? '1' : '0'], {});
     await load.wait((l) => l.includes('"open"'), 15000, 'clients open');
+    control = controlProbe();
+    await control.ready;
     await sleep(1000); // warm-up (JIT, pools)
     server.ch.stdin.write('report\n'); // reset the probe
     await server.wait((l) => l.includes('"report"'), 15000, 'probe reset');
@@ -101,6 +129,7 @@ async function measureFairness({ mode, compress, workUs, clients = 50, inflight 
     server.ch.stdin.write('report\n');
     const line = await server.wait((l, i) => l.includes('"report"') && server.lines.indexOf(l) >= before, 15000, 'probe report');
     const rep = JSON.parse(line);
+    const machine = await control.report();
     return {
       mode,
       compress,
@@ -108,11 +137,13 @@ async function measureFairness({ mode, compress, workUs, clients = 50, inflight 
       http: { ...stats(httpMs), failed: httpFailed },
       perSecond: Math.round(rep.handled / window),
       utilization: rep.utilization,
+      machine,
     };
   } finally {
     if (load) load.kill();
+    if (control) control.kill();
     server.kill();
   }
 }
 
-module.exports = { measureFairness, stats };
+module.exports = { measureFairness, controlProbe, stats };
