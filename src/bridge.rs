@@ -31,13 +31,14 @@ use crate::sockets;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use native_ws::pacing::Pacer;
-use native_ws::{Admission, Conn, Handler, OpenInfo, UpgradeInfo};
+use native_ws::{Admission, Backlog, Conn, Handler, OpenInfo, UpgradeInfo};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
 
 /// Values per call of the dispatch function (V8 copies arguments onto its stack).
 const MAX_ARGS: usize = 2048;
@@ -103,6 +104,8 @@ struct Queue {
     armed: bool,
     /// emptied buffers from the last delivery, reused
     spare: Option<(Vec<Event>, Vec<u8>)>,
+    /// when the oldest event in `events` was committed (None when empty)
+    since: Option<Instant>,
 }
 
 /// N-API's threadsafe function handle. Called from I/O threads only under `Bridge::wake`'s lock,
@@ -138,6 +141,10 @@ pub struct Bridge {
     taken: Mutex<Taken>,
     /// the server's admission control, told when JS takes an admitted socket's first event
     admission: OnceLock<Arc<Admission>>,
+    /// when the oldest event taken by JS but not handled yet was committed: µs after `epoch`
+    /// (0 = none); with the queue's `since`, the consumer's lag admission control reads
+    taken_since: AtomicU64,
+    epoch: Instant,
 }
 
 impl Bridge {
@@ -148,6 +155,8 @@ impl Bridge {
             wake: Mutex::new(None),
             taken: Mutex::new(Taken::default()),
             admission: OnceLock::new(),
+            taken_since: AtomicU64::new(0),
+            epoch: Instant::now(),
         });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
@@ -176,6 +185,11 @@ impl Bridge {
         }
         *bridge.wake.lock().unwrap() = Some(Wake(tsfn));
         Ok(bridge)
+    }
+
+    /// µs from `epoch` to `t` (at least 1: 0 means none).
+    fn micros(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.epoch).as_micros() as u64).max(1)
     }
 
     /// The server's admission control (set once, right after the server is made).
@@ -238,6 +252,9 @@ impl Bridge {
         let (mut events, mut data) = q.spare.take().unwrap_or_default();
         std::mem::swap(&mut events, &mut q.events);
         std::mem::swap(&mut data, &mut q.data);
+        if let Some(t) = q.since.take() {
+            self.taken_since.store(self.micros(t), Relaxed);
+        }
         let mut old_events = Vec::from(std::mem::replace(&mut taken.events, VecDeque::from(events)));
         let mut old_data = std::mem::replace(&mut taken.data, data);
         old_events.clear();
@@ -258,6 +275,7 @@ impl Bridge {
             let mut q = self.queue.lock().unwrap();
             if !waiting && q.events.is_empty() {
                 q.armed = false;
+                self.taken_since.store(0, Relaxed);
                 return;
             }
             q.armed = true;
@@ -273,6 +291,22 @@ impl Bridge {
             unsafe {
                 sys::napi_call_threadsafe_function(w.0, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking);
             }
+        }
+    }
+}
+
+/// Admission control's view of JS: how long the oldest event not yet handled has waited (in the
+/// queue, or taken by JS and waiting for a later turn).
+impl Backlog for Bridge {
+    fn oldest_wait(&self) -> Duration {
+        let queued = self.queue.lock().unwrap().since;
+        let taken = match self.taken_since.load(Relaxed) {
+            0 => None,
+            us => Some(self.epoch + Duration::from_micros(us)),
+        };
+        match taken.into_iter().chain(queued).min() {
+            Some(t) => t.elapsed(),
+            None => Duration::ZERO,
         }
     }
 }
@@ -321,6 +355,9 @@ impl Handler for Bridge {
             }
             let mut q = self.queue.lock().unwrap();
             let q = &mut *q;
+            if q.events.is_empty() {
+                q.since = Some(Instant::now());
+            }
             if q.events.is_empty() && q.data.is_empty() {
                 // JS took everything: hand the staged vectors over, no copy.
                 std::mem::swap(&mut q.events, &mut st.events);
