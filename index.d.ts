@@ -223,11 +223,21 @@ export interface TemplatedApp {
   /** Stop accepting upgrades (503), end sockets in batches with queued frames flushed. */
   drain(options?: DrainOptions): Promise<void>;
   stats(): Stats;
+  /** `stats()` in the Prometheus text exposition format 0.0.4 (HELP and TYPE per family,
+   *  counters end in `_total`, closes by code as the `code` label). `prefix` replaces
+   *  `ddp_transport_native_`. Serve it with `metricsContentType`. */
+  metrics(options?: { prefix?: string }): string;
+  /** Observable instruments on an OpenTelemetry Meter (`@opentelemetry/api`, not a dependency):
+   *  counters, gauges and `closes` with a `code` attribute, read from `stats()` per collection.
+   *  `prefix` defaults to `ddp_transport_native.`. Returns a function that removes them. */
+  registerOpenTelemetry(meter: unknown, options?: { prefix?: string }): () => void;
   /** Stop listening, close every socket (close handlers run), release the I/O threads. */
   close(): void;
 }
 
 export function App(options?: AppOptions): TemplatedApp;
+/** The Content-Type of `app.metrics()` (Prometheus text format 0.0.4). */
+export const metricsContentType: string;
 /** Validate admission-control options as `App({ admission })` does; errors name `where` and the
  *  key. Returns the limits, or null when off. */
 export function admissionOptions(value: boolean | AdmissionOptions | undefined, where: string): Required<AdmissionOptions> | null;

@@ -6,6 +6,7 @@ const { native, Event, TURN_BUDGET_MS } = require('./constants');
 const O = require('./options');
 const { WebSocket, headerObject } = require('./websocket');
 const { attach, detach } = require('./attach');
+const M = require('./metrics');
 
 function rethrow(err) {
   throw err;
@@ -299,6 +300,18 @@ class TemplatedApp {
     };
     this._lastStats = out;
     return out;
+  }
+
+  /** stats() in the Prometheus text exposition format (serve it with `metricsContentType`). */
+  metrics(options) {
+    const s = this.stats();
+    if (s === null) return '';
+    return M.prometheusText(s, options);
+  }
+
+  /** Observable instruments on an OpenTelemetry meter, read from stats(); returns an unregister function. */
+  registerOpenTelemetry(meter, options) {
+    return M.registerOpenTelemetry(meter, () => this.stats(), options);
   }
 
   close() {
