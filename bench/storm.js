@@ -43,6 +43,7 @@ function args() {
       case '--calm': o.calm = Number(v()); break;
       case '--only': o.only = v().split(','); break;
       case '--out': o.out = v(); break;
+      case '--render': o.render = v(); break;
       default: throw new Error(`unknown argument ${a[i]}`);
     }
   }
@@ -115,8 +116,36 @@ function median(xs) {
   return s.length ? s[Math.floor((s.length - 1) / 2)] : null;
 }
 
+/** The markdown table of `runs` (name → results of each round). */
+function render(o, servers, runs) {
+  const f = (x, d = 1) => (x === null || x === undefined ? 'n/a' : x.toFixed(d));
+  const out = [];
+  out.push(`Storm: ${o.existing} existing clients calling echo (one at a time, 20 ms apart), then ${o.new} new clients at once from ${o.sources} loopback addresses; each DDP connect costs ${o.costMs} ms of JS; ${o.timeout} s timeout; medians of ${o.rounds} interleaved rounds.`);
+  out.push('');
+  out.push('| server | existing p50 / p99 calm ms | p50 / p99 during the storm ms | storm p99 / calm p99 | timer lateness p99 / max ms | connected within the timeout | time until all connected s | refused / retried | peak RSS MiB |');
+  out.push('|---|--:|--:|--:|--:|--:|--:|--:|--:|');
+  for (const s of servers) {
+    const rs = runs[s.name] || [];
+    const m = (k) => median(rs.map((x) => x[k]));
+    const ml = (k) => median(rs.map((x) => x.lateness && x.lateness[k]));
+    const ratio = median(rs.map((x) => (x.calm_p99_ms > 0 ? x.storm_p99_ms / x.calm_p99_ms : null)));
+    const complete = rs.filter((x) => x.all_connected_s >= 0).map((x) => x.all_connected_s);
+    const allConn = complete.length === rs.length ? f(median(complete), 1)
+      : `${complete.length ? complete.map((x) => f(x, 1)).join(', ') : 'none'} (${complete.length}/${rs.length} runs complete)`;
+    out.push(`| ${s.label} | ${f(m('calm_p50_ms'), 2)} / ${f(m('calm_p99_ms'), 2)} | ${f(m('storm_p50_ms'))} / ${f(m('storm_p99_ms'))} | ${f(ratio)}× | ` +
+      `${f(ml('p99_ms'))} / ${f(ml('max_ms'))} | ${f(m('connected'), 0)} / ${o.new} | ${allConn} | ${f(m('refused'), 0)} / ${f(m('retried'), 0)} | ${f(m('peak_rss_mib'))} |`);
+  }
+  return out.join('\n');
+}
+
 async function main() {
   const o = args();
+  if (o.render) {
+    // re-render a storm.json: node bench/storm.js --render DIR/storm.json
+    const j = JSON.parse(fs.readFileSync(o.render, 'utf8'));
+    console.log(render(j.options, SERVERS.filter((s) => j.options.only.includes(s.name)), j.runs));
+    return;
+  }
   const loadgen = path.join(ROOT, 'target', 'release', 'loadgen');
   if (!fs.existsSync(loadgen)) throw new Error('build the load generator first: cargo build --release --manifest-path bench/loadgen/Cargo.toml');
   const servers = SERVERS.filter((s) => o.only.includes(s.name));
@@ -133,22 +162,7 @@ async function main() {
       process.stderr.write(`storm: [${r}/${o.rounds}] ${s.name.padEnd(20)} ${JSON.stringify(res)}\n`);
     }
   }
-  const f = (x, d = 1) => (x === null || x === undefined ? 'n/a' : x.toFixed(d));
-  const out = [];
-  out.push(`Storm: ${o.existing} existing clients calling echo (one at a time, 20 ms apart), then ${o.new} new clients at once from ${o.sources} loopback addresses; each DDP connect costs ${o.costMs} ms of JS; medians of ${o.rounds} interleaved rounds.`);
-  out.push('');
-  out.push('| server | existing p50 / p99 calm ms | p50 / p99 during the storm ms | storm p99 / calm p99 | timer lateness p99 / max ms | all connected s | refused / retried / failed | peak RSS MiB |');
-  out.push('|---|--:|--:|--:|--:|--:|--:|--:|');
-  for (const s of servers) {
-    const rs = runs[s.name];
-    const m = (k) => median(rs.map((x) => x[k]));
-    const ml = (k) => median(rs.map((x) => x.lateness && x.lateness[k]));
-    const ratio = median(rs.map((x) => (x.calm_p99_ms > 0 ? x.storm_p99_ms / x.calm_p99_ms : null)));
-    const allConn = rs.every((x) => x.all_connected_s >= 0) ? f(m('all_connected_s'), 2) : `${rs.filter((x) => x.all_connected_s >= 0).length}/${rs.length} runs complete; ${f(m('all_connected_s'), 2)}`;
-    out.push(`| ${s.label} | ${f(m('calm_p50_ms'), 2)} / ${f(m('calm_p99_ms'), 2)} | ${f(m('storm_p50_ms'))} / ${f(m('storm_p99_ms'))} | ${f(ratio)}× | ` +
-      `${f(ml('p99_ms'))} / ${f(ml('max_ms'))} | ${allConn} | ${f(m('refused'), 0)} / ${f(m('retried'), 0)} / ${f(m('failed'), 0)} | ${f(m('peak_rss_mib'))} |`);
-  }
-  const text = out.join('\n');
+  const text = render(o, servers, runs);
   console.log(text);
   if (o.out) {
     fs.mkdirSync(o.out, { recursive: true });
