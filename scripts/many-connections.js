@@ -21,7 +21,14 @@ const CLIENTS = Number(arg('--clients', '50000'));
 const SOURCES = Number(arg('--sources', '8'));
 const ONLY = arg('--only', 'native-listen,native-attach').split(',');
 const DEFLATE = arg('--deflate', 'both');
-const FDS = CLIENTS + 10000;
+const FDS = CLIENTS + 1000;
+
+/** The hard fd limit of this process's children (root without CAP_SYS_RESOURCE cannot raise it). */
+function hardFdLimit() {
+  const r = require('node:child_process').spawnSync('bash', ['-c', 'ulimit -Hn'], { encoding: 'utf8' });
+  const v = r.stdout.trim();
+  return v === 'unlimited' ? Infinity : Number(v);
+}
 
 function rssMiB(pid) {
   try {
@@ -32,7 +39,7 @@ function rssMiB(pid) {
 
 async function run(server, deflate) {
   const env = { ...process.env, BENCH_EXIT_ON_STDIN_END: '1', BENCH_COMPRESS: deflate ? '1' : '0' };
-  const srv = spawn('bash', ['-c', `ulimit -Hn ${FDS} 2>/dev/null; ulimit -n ${FDS} || exit 3; exec "$@"`, 'many-server',
+  const srv = spawn('bash', ['-c', `ulimit -Hn ${FDS} 2>/dev/null; ulimit -n ${FDS} 2>/dev/null || exit 3; exec "$@"`, 'many-server',
     process.execPath, path.join('bench', 'servers', `${server}.js`), '--port', '0'], { cwd: ROOT, env, stdio: ['pipe', 'pipe', 'inherit'] });
   const lines = [];
   const waiters = [];
@@ -82,6 +89,16 @@ async function run(server, deflate) {
 async function main() {
   if (!fs.existsSync(path.join(ROOT, 'target', 'release', 'loadgen'))) {
     throw new Error('build the load generator first: cargo build --release --manifest-path bench/loadgen/Cargo.toml');
+  }
+  const hard = hardFdLimit();
+  if (hard < FDS) {
+    // Both the server and the load generator hold one fd per connection.
+    const spawnOk = require('node:child_process').spawnSync('bash', ['-c', `ulimit -Hn ${FDS}`]).status === 0;
+    if (!spawnOk) {
+      throw new Error(`${CLIENTS} connections need ${FDS} fds per process, but the hard limit is ${hard} and cannot be ` +
+        `raised here (no CAP_SYS_RESOURCE): raise it (e.g. ulimit -Hn ${FDS} as a privileged root, or LimitNOFILE) ` +
+        `or run with --clients ${Math.max(0, hard - 1000)}`);
+    }
   }
   const modes = DEFLATE === 'both' ? [false, true] : [DEFLATE === 'on'];
   const rows = [];
