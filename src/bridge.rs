@@ -21,9 +21,10 @@
 //! So a wakeup stays armed from the I/O threads' side until JS settles it: `deliver` hands over
 //! events in chunks until the queue is empty or the turn's budget ([`native_ws::pacing`], 5 ms)
 //! is spent (what is left waits on the JS thread, in order), then asks JS (a call of the dispatch
-//! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the turn's
-//! other I/O; `settle` re-arms the wakeup if events wait (timers run before it is delivered) or
-//! disarms it. Under light load that is still one wakeup per batch. JS checks the same budget
+//! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the poll
+//! phase's other I/O; `settle` delivers the next turn's worth itself if events wait (no second
+//! wakeup; timers run before the next `settle`), else disarms the wakeup so that the next event
+//! wakes JS. Under light load it is still one wakeup per batch. JS checks the same budget
 //! per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login each) it stops
 //! inside the chunk, keeps its rest, answers `false`, and settles only once that rest is done.
 
@@ -136,9 +137,15 @@ enum Turn {
     Exception,
 }
 
+/// A reference to the dispatch function, for deliveries that `settle` runs itself (JS thread).
+struct Dispatch(sys::napi_ref);
+// SAFETY: created, read and deleted on the JS thread only.
+unsafe impl Send for Dispatch {}
+
 pub struct Bridge {
     queue: Mutex<Queue>,
     wake: Mutex<Option<Wake>>,
+    dispatch: Mutex<Option<Dispatch>>,
     /// used by the JS thread only (a Mutex for Sync; never contended)
     taken: Mutex<Taken>,
     /// the server's admission control, told when JS takes an admitted socket's first event
@@ -155,6 +162,7 @@ impl Bridge {
         let bridge = Arc::new(Bridge {
             queue: Mutex::new(Queue::default()),
             wake: Mutex::new(None),
+            dispatch: Mutex::new(None),
             taken: Mutex::new(Taken::default()),
             admission: OnceLock::new(),
             taken_since: AtomicU64::new(0),
@@ -186,6 +194,11 @@ impl Bridge {
             }
         }
         *bridge.wake.lock().unwrap() = Some(Wake(tsfn));
+        let mut r = ptr::null_mut();
+        // SAFETY: JS thread, live env and function; deleted in `release`.
+        if unsafe { sys::napi_create_reference(env, dispatch, 1, &mut r) } == sys::Status::napi_ok {
+            *bridge.dispatch.lock().unwrap() = Some(Dispatch(r));
+        }
         Ok(bridge)
     }
 
@@ -229,7 +242,13 @@ impl Bridge {
     }
 
     /// Stop delivering (JS thread): events queued after this are never handed to JS.
-    pub fn release(&self) {
+    pub fn release(&self, env: sys::napi_env) {
+        if let Some(d) = self.dispatch.lock().unwrap().take() {
+            // SAFETY: JS thread; the reference is live (it left `dispatch`).
+            unsafe {
+                sys::napi_delete_reference(env, d.0);
+            }
+        }
         if let Some(w) = self.wake.lock().unwrap().take() {
             // SAFETY: the handle was live; after this nobody calls it (it left `wake`).
             unsafe {
@@ -268,10 +287,10 @@ impl Bridge {
         true
     }
 
-    /// JS thread, from a `setImmediate` after a delivery (the turn's other I/O ran): wake JS
-    /// again if events wait (they are delivered after the next turn's timers), else disarm so
-    /// that the next event wakes JS.
-    pub fn settle(&self) {
+    /// JS thread, from a `setImmediate` after a delivery (the turn's other I/O ran): if events
+    /// wait, deliver the next turn's worth right here (no second wakeup: this is a new turn of the
+    /// event loop, after its poll phase), else disarm so that the next event wakes JS.
+    pub fn settle(&self, env: sys::napi_env) {
         let waiting = !self.taken.lock().unwrap().events.is_empty();
         {
             let mut q = self.queue.lock().unwrap();
@@ -282,7 +301,17 @@ impl Bridge {
             }
             q.armed = true;
         }
-        self.wake_js();
+        let js_cb = self.dispatch.lock().unwrap().as_ref().and_then(|d| {
+            let mut f = ptr::null_mut();
+            // SAFETY: JS thread; the reference lives until `release`.
+            let ok = unsafe { sys::napi_get_reference_value(env, d.0, &mut f) } == sys::Status::napi_ok;
+            (ok && !f.is_null()).then_some(f)
+        });
+        match js_cb {
+            // SAFETY: JS thread, live env and function.
+            Some(f) if self.wake.lock().unwrap().is_some() => unsafe { run(env, f, self) },
+            _ => self.wake_js(),
+        }
     }
 
     /// Call the threadsafe function (it only wakes JS: `deliver` takes the queue itself).
@@ -396,7 +425,12 @@ unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context
         return; // the env is being torn down
     }
     // SAFETY: `context` is the Arc leaked in `Bridge::new`, alive until `finalize`.
-    let bridge = &*(context as *const Bridge);
+    run(env, js_cb, &*(context as *const Bridge));
+}
+
+/// One turn's delivery (from the threadsafe function's wakeup, or from `settle`), then ask JS
+/// to `settle` after the turn's other I/O.
+unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge) {
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
     let turn = {

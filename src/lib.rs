@@ -294,8 +294,8 @@ impl NativeApp {
     /// After a delivery, from a `setImmediate`: wake JS again if events wait, else let the next
     /// event wake it (see bridge.rs). Works after `close` too (then it does nothing).
     #[napi]
-    pub fn settle(&self) {
-        self.bridge.settle();
+    pub fn settle(&self, env: Env) {
+        self.bridge.settle(env.raw());
     }
 
     /// Keep the Node event loop alive (listening or sockets open) or not.
@@ -339,11 +339,11 @@ impl NativeApp {
 
     /// Stop the I/O threads; sockets still open are closed. Releases the threadsafe function.
     #[napi]
-    pub fn close(&mut self) {
+    pub fn close(&mut self, env: Env) {
         if let Some(mut server) = self.server.take() {
             server.shutdown();
         }
-        self.bridge.release();
+        self.bridge.release(env.raw());
     }
 }
 
