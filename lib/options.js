@@ -3,6 +3,7 @@
 // native layer receives only validated, normalised options.
 
 const { ROUTE_DEFAULTS, COMPRESSION_DEFAULTS, CLOSE_CODES_TEXT, isValidCloseCode } = require('./constants');
+const { describe } = require('./describe');
 
 const HANDLERS = ['upgrade', 'open', 'message', 'drain', 'close', 'ping', 'pong'];
 const BEHAVIOR_KEYS = [
@@ -10,12 +11,6 @@ const BEHAVIOR_KEYS = [
   'closeOnBackpressureLimit', 'sendPingsAutomatically', ...HANDLERS,
 ];
 
-/** A value as it should appear in an error message. */
-function describe(v) {
-  if (typeof v === 'string') return JSON.stringify(v);
-  if (v === null || typeof v !== 'object') return String(v);
-  try { return JSON.stringify(v); } catch (e) { return String(v); }
-}
 
 function checkKeys(obj, valid, where) {
   if (obj === null || typeof obj !== 'object') {
