@@ -8,6 +8,7 @@
 //! - [`deflate`]: permessage-deflate streams: compressor, bounded inflater, per-thread pools.
 //! - [`route`]: route patterns and which one a request path matches.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
+//! - [`proxy`]: the PROXY protocol header (v1, v2) before the upgrade, when turned on.
 //! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
@@ -30,6 +31,7 @@ pub mod extensions;
 pub mod handler;
 pub mod handshake;
 pub mod message;
+pub mod proxy;
 pub mod route;
 pub mod server;
 pub mod stats;
