@@ -220,6 +220,13 @@ impl NativeApp {
         Ok(())
     }
 
+    /// Connections to the own listeners must start with a PROXY protocol header (v1 or v2).
+    #[napi]
+    pub fn set_proxy_protocol(&self, on: bool) -> Result<()> {
+        self.server()?.set_proxy_protocol(on);
+        Ok(())
+    }
+
     #[napi]
     pub fn set_draining(&self, on: bool) -> Result<()> {
         self.server()?.set_draining(on);

@@ -17,6 +17,9 @@ pub struct UpgradeInfo {
     pub headers: Vec<(String, String)>,
     /// None for a unix socket (its peer has no address)
     pub remote: Option<SocketAddr>,
+    /// The client a PROXY protocol header named (see [`crate::Server::set_proxy_protocol`]);
+    /// None without one, or when it named none (LOCAL, UNKNOWN).
+    pub proxied: Option<SocketAddr>,
     pub protocols: Vec<String>,
     pub extensions: String,
 }
@@ -37,6 +40,9 @@ pub struct OpenInfo {
     pub headers: Vec<(String, String)>,
     /// None for a unix socket (its peer has no address)
     pub remote: Option<SocketAddr>,
+    /// The client a PROXY protocol header named (see [`crate::Server::set_proxy_protocol`]);
+    /// None without one, or when it named none (LOCAL, UNKNOWN).
+    pub proxied: Option<SocketAddr>,
     pub protocol: String,
     pub extensions: String,
 }

@@ -7,6 +7,7 @@ use crate::conn::Conn;
 use crate::extensions;
 use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
+use crate::proxy;
 use crate::route::path_matches;
 use crate::stats::Stats;
 use crate::stream::Stream;
@@ -62,6 +63,8 @@ struct Shared {
     pending: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
     draining: AtomicBool,
     secret: String,
+    /// connections to the own listeners start with a PROXY protocol header (required)
+    proxy_protocol: AtomicBool,
 }
 
 pub struct Server {
@@ -111,6 +114,7 @@ impl Server {
                 pending: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
                 secret: random_secret(),
+                proxy_protocol: AtomicBool::new(false),
             }),
             listeners: Mutex::new(Vec::new()),
             internal: Mutex::new(None),
@@ -204,6 +208,13 @@ impl Server {
         }
     }
 
+    /// Require a PROXY protocol header (v1 or v2, see [`proxy`]) at the start of every connection
+    /// to the own listeners (not the internal listener, not adopted sockets): the client it names
+    /// is reported as [`OpenInfo::proxied`]; a connection without a valid one is closed.
+    pub fn set_proxy_protocol(&self, on: bool) {
+        self.shared.proxy_protocol.store(on, Relaxed);
+    }
+
     /// While draining, new upgrades are refused with 503.
     pub fn set_draining(&self, on: bool) {
         self.shared.draining.store(on, Relaxed);
@@ -273,10 +284,15 @@ async fn read_head(
     stream: &mut Stream,
     preamble: bool,
     secret: &str,
+    early: Vec<u8>,
 ) -> Result<Option<(Request, Vec<u8>, Option<Option<SocketAddr>>)>, HttpError> {
     /// The head is read in steps of this many bytes.
     const STEP: usize = 1024;
-    let mut buf: Vec<u8> = Vec::with_capacity(STEP);
+    // `early`: bytes read past a PROXY header, the start of the request (perhaps all of it).
+    if let Some((req, used)) = handshake::parse_request(&early)? {
+        return Ok(Some((req, early[used..].to_vec(), None)));
+    }
+    let mut buf: Vec<u8> = early;
     let mut peer = None;
     let mut start = 0;
     loop {
@@ -358,11 +374,17 @@ async fn accept_upgrade(
     mut remote: Option<SocketAddr>,
     source: Source,
 ) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+    let mut proxied = None;
     let (req, mut leftover) = match source {
         Source::Parsed(req, head) => (req, head),
         Source::Socket | Source::Preamble => {
             let preamble = matches!(source, Source::Preamble);
-            match read_head(stream, preamble, &shared.secret).await {
+            let mut early = Vec::new();
+            if !preamble && shared.proxy_protocol.load(Relaxed) {
+                // No valid header (or the peer left): close without an answer.
+                (proxied, early) = proxy::read_header(stream).await?;
+            }
+            match read_head(stream, preamble, &shared.secret, early).await {
                 Ok(Some((req, rest, peer))) => {
                     if let Some(p) = peer {
                         remote = p;
@@ -406,6 +428,7 @@ async fn accept_upgrade(
             url: req.url.clone(),
             headers: req.headers.clone(),
             remote,
+            proxied,
             protocols: upgrade.protocols.clone(),
             extensions: upgrade.extensions.clone(),
         });
@@ -438,6 +461,7 @@ async fn accept_upgrade(
         url: req.url,
         headers: req.headers,
         remote,
+        proxied,
         protocol: protocol.unwrap_or_default(),
         extensions: extensions.unwrap_or_default(),
     };

@@ -11,7 +11,7 @@ async fn connection_task_stays_small() {
         fn message(&self, _: &std::sync::Arc<Conn>, _: &[u8], _: bool) {}
         fn close(&self, _: &std::sync::Arc<Conn>, _: u16, _: &str) {}
     }
-    let info = OpenInfo { route: 0, token: 0, url: String::new(), headers: vec![], remote: Some("1.1.1.1:1".parse().unwrap()), protocol: String::new(), extensions: String::new() };
+    let info = OpenInfo { route: 0, token: 0, url: String::new(), headers: vec![], remote: Some("1.1.1.1:1".parse().unwrap()), proxied: None, protocol: String::new(), extensions: String::new() };
     let fut = super::run(conn.clone(), a.into(), Vec::new(), std::sync::Arc::new(H), info);
     let size = std::mem::size_of_val(&fut);
     eprintln!("connection task future: {size} bytes; Conn: {} bytes", std::mem::size_of::<Conn>());
