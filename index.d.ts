@@ -15,6 +15,11 @@ export enum SendStatus {
 export interface AppOptions {
   /** I/O threads owning the sockets (tokio workers). Integer 1..16, default 1. */
   threads?: number;
+  /** Connections to the app's own listener (`listen()`) must open with a PROXY protocol header
+   *  (v1 or v2, as HAProxy's `send-proxy`/`send-proxy-v2` or a cloud network load balancer send
+   *  it); the client it names is then the socket's remote address. A connection without a valid
+   *  header is closed unanswered. Not with `attach()` (throws). Default false. */
+  proxyProtocol?: boolean;
 }
 
 /**
@@ -51,7 +56,8 @@ export interface UpgradeRequest {
   /** Lower-case header names; repeated headers are joined with ", ". */
   headers: Record<string, string>;
   /** As Node's `socket.remoteAddress` for the same connection (`::ffff:a.b.c.d` for an IPv4 client
-   *  of a dual-stack listener); undefined on a unix socket. */
+   *  of a dual-stack listener); undefined on a unix socket. With `proxyProtocol`, the client the
+   *  PROXY header named (the TCP peer when it named none: LOCAL, UNKNOWN). */
   remoteAddress: string | undefined;
   remotePort: number | undefined;
   /** Offered subprotocols (Sec-WebSocket-Protocol), in order. */
@@ -120,7 +126,8 @@ export interface WebSocket<UserData = Record<string, unknown>> {
   /** The peer's address exactly as Node's `socket.remoteAddress` writes it for the same connection
    *  (IPv4-mapped `::ffff:a.b.c.d` for an IPv4 client of a dual-stack `::` listener, plain IPv6,
    *  plain IPv4); undefined when the server listens on a unix socket path (read
-   *  `X-Forwarded-For` there). */
+   *  `X-Forwarded-For` there). With `proxyProtocol`, the client the PROXY header named (the TCP
+   *  peer when it named none: LOCAL, UNKNOWN). */
   getRemoteAddressAsText(): string | undefined;
   /** undefined on a unix socket. */
   getRemotePort(): number | undefined;

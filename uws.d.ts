@@ -27,6 +27,10 @@ export interface WebSocket<UserData> {
   /** 4 bytes (IPv4) or 16 bytes (IPv6, IPv4-mapped included). */
   getRemoteAddress(): ArrayBuffer;
   getRemoteAddressAsText(): ArrayBuffer;
+  /** The client a PROXY header named (`App({ proxyProtocol: true })`), encoded as
+   *  getRemoteAddress(); an empty ArrayBuffer without one. (uWS.js v20 has these on HttpResponse only.) */
+  getProxiedRemoteAddress(): ArrayBuffer;
+  getProxiedRemoteAddressAsText(): ArrayBuffer;
   getUserData(): UserData;
 }
 
@@ -53,6 +57,9 @@ export interface HttpResponse {
   cork(cb: () => void): HttpResponse;
   getRemoteAddress(): ArrayBuffer;
   getRemoteAddressAsText(): ArrayBuffer;
+  /** The client a PROXY header named (`App({ proxyProtocol: true })`); an empty ArrayBuffer without one. */
+  getProxiedRemoteAddress(): ArrayBuffer;
+  getProxiedRemoteAddressAsText(): ArrayBuffer;
 }
 
 export interface WebSocketBehavior<UserData> {
@@ -93,7 +100,12 @@ export interface TemplatedApp {
   close(): TemplatedApp;
 }
 
-export interface AppOptions { threads?: number }
+export interface AppOptions {
+  threads?: number;
+  /** Ours (uWS.js has PROXY support only as a build flag): connections to listen() must open with
+   *  a PROXY protocol v1 or v2 header; without a valid one they are closed. Not with SSLApp. */
+  proxyProtocol?: boolean;
+}
 export interface SSLAppOptions extends AppOptions { key_file_name: string; cert_file_name: string; passphrase?: string }
 
 export function App(options?: AppOptions): TemplatedApp;

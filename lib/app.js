@@ -13,8 +13,10 @@ function rethrow(err) {
 
 class TemplatedApp {
   constructor(options) {
-    const { threads } = O.appOptions(options);
+    const { threads, proxyProtocol } = O.appOptions(options);
     this._native = new native.NativeApp(threads, (...batch) => this._dispatch(batch));
+    this._proxyProtocol = proxyProtocol;
+    if (proxyProtocol) this._native.setProxyProtocol(true);
     this._routes = [];
     this._sockets = new Map();
     this._userData = new Map();
@@ -54,6 +56,9 @@ class TemplatedApp {
 
   attach(server, options) {
     const { paths } = O.attachOptions(server, options, this._routes.map((r) => r.pattern));
+    if (this._proxyProtocol) {
+      throw new Error('attach: App option proxyProtocol works on the app\'s own listener (listen()) only; an attached server\'s connections are read by Node first, which does not speak the PROXY protocol');
+    }
     if (this._attached.some((a) => a.server === server)) {
       throw new Error(`attach: this app is already attached to this server (paths ${paths.join(', ')}); attach it once`);
     }
@@ -167,6 +172,7 @@ class TemplatedApp {
         onAborted = cb;
         return res;
       },
+      _event: u, // the core's upgrade event (the /uws layer reads the TCP peer from it)
       _abort: () => {
         answered = true;
         pending.delete(token);
@@ -180,8 +186,9 @@ class TemplatedApp {
       method: u.method,
       url: u.url,
       headers: headerObject(u.headers),
-      remoteAddress: u.remoteAddress,
-      remotePort: u.remotePort,
+      // The client: the one a PROXY header named (App option proxyProtocol), else the TCP peer.
+      remoteAddress: u.proxiedAddress === undefined ? u.remoteAddress : u.proxiedAddress,
+      remotePort: u.proxiedAddress === undefined ? u.remotePort : u.proxiedPort,
       protocols: u.protocols,
       extensions: u.extensions,
     };

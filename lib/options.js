@@ -162,11 +162,15 @@ function uwsRouteOptions(pattern, behavior) {
   return { opts: routeOptions(pattern.startsWith('*') ? `/${pattern}` : pattern, base), maxLifetime };
 }
 
-/** `App(options)` → the number of I/O threads. */
+/** `App(options)` → the number of I/O threads; whether connections to the own listener must
+ *  open with a PROXY protocol header (v1 or v2). */
 function appOptions(options) {
   if (options === undefined) options = {};
-  checkKeys(options, ['threads'], 'App');
-  return { threads: intOption(options, 'threads', 'App', 1, 16, 1) };
+  checkKeys(options, ['threads', 'proxyProtocol'], 'App');
+  return {
+    threads: intOption(options, 'threads', 'App', 1, 16, 1),
+    proxyProtocol: boolOption(options, 'proxyProtocol', 'App', false),
+  };
 }
 
 /** `listen([host,] port, cb)` → { host, port, cb }. */

@@ -4,7 +4,7 @@
 // answer later (`res.upgrade`, or `writeStatus().writeHeader().end()` to refuse).
 
 const { native } = require('../constants');
-const { arrayBuffer, text, addressBytes } = require('./util');
+const { arrayBuffer, text, addressBytes, proxiedBytes } = require('./util');
 
 function expired() {
   throw new Error('Using uWS.HttpRequest past its lifetime (it is valid only during the upgrade handler)');
@@ -122,11 +122,20 @@ class UHttpResponse {
   }
 
   getRemoteAddress() {
-    return addressBytes(this._r.remoteAddress);
+    return addressBytes(this._res._event.remoteAddress);
   }
 
   getRemoteAddressAsText() {
-    return arrayBuffer(this._r.remoteAddress || '');
+    return arrayBuffer(this._res._event.remoteAddress || '');
+  }
+
+  /** The client a PROXY header named (App({ proxyProtocol: true })); empty without one. */
+  getProxiedRemoteAddress() {
+    return proxiedBytes(this._res._event.proxiedAddress);
+  }
+
+  getProxiedRemoteAddressAsText() {
+    return arrayBuffer(this._res._event.proxiedAddress || '');
   }
 }
 
