@@ -57,7 +57,7 @@ class TemplatedApp {
   attach(server, options) {
     const { paths } = O.attachOptions(server, options, this._routes.map((r) => r.pattern));
     if (this._proxyProtocol) {
-      throw new Error('attach: App option proxyProtocol works on the app\'s own listener (listen()) only; an attached server\'s connections are read by Node first, which does not speak the PROXY protocol');
+      throw new Error('attach: App option proxyProtocol works on the app\'s own listener (listen()) only; the connections of an attached server (and of a /uws SSLApp, which attaches to an https.Server) are read by Node first, which does not speak the PROXY protocol');
     }
     if (this._attached.some((a) => a.server === server)) {
       throw new Error(`attach: this app is already attached to this server (paths ${paths.join(', ')}); attach it once`);
