@@ -23,7 +23,7 @@ fi
 shift
 cd "$(dirname "$0")"
 
-ALL_TARGETS=(handshake frames frames_deflate negotiate inflate deflate_roundtrip)
+ALL_TARGETS=(handshake frames frames_deflate negotiate inflate deflate_roundtrip proxy)
 targets=("$@")
 [ ${#targets[@]} -eq 0 ] && targets=("${ALL_TARGETS[@]}")
 

@@ -18,6 +18,9 @@
 //!   TooBig exactly when the reference is longer than the cap).
 //! * [`deflate_roundtrip`]: `Deflater` → `Inflater` gives back every message, for every level,
 //!   window size and context-takeover mode, with the cap set to the exact message size.
+//! * [`proxy`]: `proxy::parse` (PROXY protocol v1/v2): never waits for more past its caps, and a
+//!   header is found the same whatever follows it, with every proper prefix of it incomplete (a
+//!   header arriving in pieces is reassembled, never refused half-way).
 
 use native_ws::codec::{self, ProtocolError};
 use native_ws::deflate::{Deflater, InflateError, Inflater};
@@ -523,5 +526,22 @@ pub fn deflate_roundtrip(data: &[u8]) {
         }
         inf.finish(&mut out, msg.len()).expect("finishing our own output");
         assert!(out == msg, "roundtrip changed a message of {} bytes (level {level}, bits {bits}, nct {nct})", msg.len());
+    }
+}
+
+/// Input: the first bytes of a connection to a listener with the PROXY protocol on.
+pub fn proxy(data: &[u8]) {
+    use native_ws::proxy::{parse, Parsed, MAX_V2_BYTES};
+    match parse(data) {
+        Parsed::Incomplete => assert!(data.len() < MAX_V2_BYTES, "waits for more after {} bytes", data.len()),
+        Parsed::Invalid(_) => {}
+        Parsed::Header { len, source } => {
+            assert!(len > 0 && len <= data.len() && len <= MAX_V2_BYTES);
+            let whole = parse(&data[..len]);
+            assert_eq!(whole, Parsed::Header { len, source }, "cut to its own length");
+            for cut in 0..len {
+                assert_eq!(parse(&data[..cut]), Parsed::Incomplete, "a prefix of {cut} bytes of a {len}-byte header");
+            }
+        }
     }
 }

@@ -54,14 +54,24 @@ pub fn parse(buf: &[u8]) -> Parsed {
             return Parsed::Invalid("PROXY v2 header too long");
         }
     }
-    // A v1 line is judged once its CR is in: `ppp` judges a partial line by its fields so far
-    // and refuses one cut right after a space ("... 56324 "), which a split header may be.
-    let v1 = &V1_PREFIX[..buf.len().min(V1_PREFIX.len())];
-    if buf.starts_with(v1) && !buf.contains(&b'\r') && buf.len() < MAX_V1_BYTES {
-        return Parsed::Incomplete;
+    // A v1 line is judged once it is whole (up to its first CR LF): `ppp` judges a partial line
+    // by its fields so far and refuses one cut right after a space ("... 56324 "), which a split
+    // header may be; and it takes a whole line with fields missing for a partial one.
+    let mut v1_line_whole = false;
+    if buf.starts_with(&V1_PREFIX[..buf.len().min(V1_PREFIX.len())]) {
+        match buf.iter().position(|&b| b == b'\r') {
+            None if buf.len() < MAX_V1_BYTES => return Parsed::Incomplete,
+            Some(cr) if cr + 1 == buf.len() => return Parsed::Incomplete,
+            Some(cr) if buf[cr + 1] != b'\n' => return Parsed::Invalid("malformed PROXY v1 line"),
+            Some(_) => v1_line_whole = true,
+            None => {}
+        }
     }
     let result = HeaderResult::parse(buf);
     if result.is_incomplete() {
+        if v1_line_whole {
+            return Parsed::Invalid("malformed PROXY v1 line");
+        }
         // Cannot happen past the caps (v1: `ppp` gives up at 107 bytes without CRLF; v2: the
         // length check above), kept as the bound of the caller's buffer.
         if buf.len() >= MAX_V2_BYTES {
@@ -71,6 +81,13 @@ pub fn parse(buf: &[u8]) -> Parsed {
     }
     match result {
         HeaderResult::V1(Ok(h)) => {
+            // `ppp` ends an UNKNOWN line at its first LF and measures it up to its first CR:
+            // take only a line whose one CR LF is its end (found by `fuzz/` target `proxy`).
+            let line = h.header.as_bytes();
+            let body = &line[..line.len().saturating_sub(2)];
+            if !line.ends_with(b"\r\n") || body.iter().any(|&b| b == b'\r' || b == b'\n') {
+                return Parsed::Invalid("malformed PROXY v1 line");
+            }
             let source = match h.addresses {
                 V1Addresses::Tcp4(a) => Some(SocketAddr::from((a.source_address, a.source_port))),
                 V1Addresses::Tcp6(a) => Some(SocketAddr::from((a.source_address, a.source_port))),

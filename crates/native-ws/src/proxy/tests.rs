@@ -150,6 +150,12 @@ fn garbage_and_malformed_are_refused() {
         b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2\rX".to_vec(),      // CR without LF
         b"proxy TCP4 1.2.3.4 5.6.7.8 1 2\r\n".to_vec(),     // lower case
         b"PROXY TCP4 1.2.3.4 5.6.7.8 1 \xff\r\n".to_vec(),  // not ASCII
+        b"PROXY UNKNOWN a\nb\r\n".to_vec(),                 // LF inside the line
+        b"PROXY UNKNOWN a \n\r\r\n".to_vec(),              // LF then CRs (found by fuzzing)
+        b"PROXY UNKNOWN a\r\r\n".to_vec(),                  // CR CR LF
+        b"PROXY TCP4 1.2.3.4\r\n".to_vec(),                  // fields missing
+        b"PROXY \r\n".to_vec(),
+        b"PROXY\r\n".to_vec(),
         v2(0x11, 0x11, &[0; 12]),                            // version 1 in a v2 header
         v2(0x22, 0x11, &[0; 12]),                            // command 2
         v2(0x21, 0x41, &[0; 12]),                            // family 4
@@ -180,6 +186,18 @@ fn random_input_is_bounded() {
         }
         if let Parsed::Header { len, .. } = parse(&b) {
             assert!(len <= b.len() && len <= MAX_V2_BYTES);
+        }
+    }
+}
+
+/// The fuzz target `proxy` found it: `ppp` took a 38-byte prefix of this UNKNOWN line as a whole
+/// header and the 39 bytes as another. Both are refused now.
+#[test]
+fn fuzz_unknown_line_with_stray_lf_and_crs() {
+    let input: &[u8] = b"PROXY UNKNOWN 2.0..\x11\0\0 TCP4 1.eTCP4 \n\r\r\n\0 2.0.0.0 3 >443\r\n\r\0\0\0\0k\n";
+    for cut in 0..=input.len() {
+        if let Parsed::Header { len, .. } = parse(&input[..cut]) {
+            panic!("a prefix of {cut} bytes gave a {len}-byte header");
         }
     }
 }
