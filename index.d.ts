@@ -60,11 +60,20 @@ export interface UpgradeRequest {
   extensions: string;
 }
 
+/** Response headers: `{ name: value }` (an array value repeats the header) or [name, value] pairs. */
+export type AnswerHeaders = Record<string, string | string[]> | Array<[string, string]>;
+
 export interface UpgradeResponse<UserData> {
-  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered. */
-  accept(userData?: UserData, protocol?: string): void;
-  /** Refuse it with an HTTP status (default 403) and a text/plain body. */
-  reject(status?: number, body?: string): void;
+  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered.
+   *  `headers` go into the 101 response (not Upgrade, Connection or Sec-WebSocket-*, which the
+   *  handshake writes); `extensions`: negotiate permessage-deflate from this offer instead of the
+   *  request's (`""`: no compression for this client). A header name that is not an HTTP token,
+   *  or a value with CR/LF/NUL, throws. */
+  accept(userData?: UserData, protocol?: string, options?: { headers?: AnswerHeaders; extensions?: string }): void;
+  /** Refuse it with an HTTP status 200..599 (otherwise, and by default, 403), `statusText` as the
+   *  reason phrase (default: the standard one), `headers` (a Content-Type replaces text/plain;
+   *  Content-Length and Connection are the core's) and a body. */
+  reject(status?: number, body?: string, options?: { headers?: AnswerHeaders; statusText?: string }): void;
   /** `cb` runs if the client goes away before accept/reject; answering after that does nothing. */
   onAborted(cb: () => void): this;
 }

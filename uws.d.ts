@@ -51,11 +51,18 @@ export interface HttpRequest {
 }
 
 export interface HttpResponse {
-  /** Refusal status ("401 Unauthorized"); statuses outside 400–599 are served as 403. */
+  /** The status line of a refusal ("401 Unauthorized", "302 Found"; 200 when none is written;
+   *  outside 200–599 served as 403), or "101 Switching Protocols" before a 101's headers. */
   writeStatus(status: RecognizedString): HttpResponse;
-  /** Accepted; not sent with a refusal. */
+  /** Sent with the answer: the 101 of `upgrade` (not its own Upgrade/Connection/Sec-WebSocket-*
+   *  headers), or the refusal of `end`. */
   writeHeader(key: RecognizedString, value: RecognizedString): HttpResponse;
+  /** Refuse the upgrade: the status and headers written, then `body`. */
   end(body?: RecognizedString): HttpResponse;
+  write(chunk: RecognizedString): boolean;
+  endWithoutBody(): HttpResponse;
+  /** permessage-deflate is negotiated from `secWebSocketExtensions` (pass the request's header,
+   *  or "" for none), as in uWS.js. */
   upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString, secWebSocketExtensions: RecognizedString, context: us_socket_context_t): void;
   onAborted(handler: () => void): HttpResponse;
   cork(cb: () => void): HttpResponse;

@@ -152,15 +152,21 @@ class TemplatedApp {
       return true;
     };
     const res = {
-      accept: (userData, protocol) => {
+      accept: (userData, protocol, options) => {
+        const o = options || {};
+        const headers = O.answerHeaders(o.headers, 'accept: headers');
+        const extensions = o.extensions === undefined ? undefined : String(o.extensions);
         if (!answer()) return;
         if (userData !== undefined) this._userData.set(token, userData);
-        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, 0, '');
+        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, extensions, 0, undefined, '', headers);
       },
-      reject: (status, body) => {
+      reject: (status, body, options) => {
+        const o = options || {};
+        const headers = O.answerHeaders(o.headers, 'reject: headers');
         if (!answer()) return;
-        const s = Number.isInteger(status) && status >= 400 && status <= 599 ? status : 403;
-        this._native.decide(token, false, undefined, s, body === undefined ? 'Forbidden' : String(body));
+        const statusText = o.statusText === undefined ? undefined : String(o.statusText);
+        this._native.decide(token, false, undefined, undefined, O.refusalStatus(status), statusText,
+          body === undefined ? 'Forbidden' : String(body), headers);
       },
       /** `cb()` runs if the client goes away before accept/reject; answering later is a no-op. */
       onAborted: (cb) => {

@@ -226,6 +226,38 @@ function idleTimeoutMs(ms) {
 }
 
 /** Turn a core error ("EADDRINUSE: ...") into an Error with `code`. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Statuses a refusal may have (a 1xx is not an answer that ends a request). */
+const REFUSAL_STATUS = Object.freeze({ min: 200, max: 599, fallback: 403 });
+
+/**
+ * Headers an upgrade hook adds to its answer: an object `{ name: value }` (an array value gives
+ * the header once per item) or a list of [name, value] pairs. Flattened for the core as
+ * [name, value, ...]; a name that is not an HTTP token, or a value with CR, LF or NUL, throws.
+ */
+function answerHeaders(headers, where) {
+  if (headers === undefined || headers === null) return [];
+  const pairs = Array.isArray(headers) ? headers
+    : typeof headers === 'object' ? Object.entries(headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]]))
+      : null;
+  if (pairs === null) throw new TypeError(`${where} must be an object of header names to values, or [name, value] pairs, got ${describe(headers)}`);
+  const flat = [];
+  for (const pair of pairs) {
+    if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`${where}: each header must be a [name, value] pair, got ${describe(pair)}`);
+    const name = String(pair[0]);
+    const value = String(pair[1]);
+    if (!TOKEN.test(name)) throw new TypeError(`${where}: ${describe(name)} is not a valid HTTP header name`);
+    if (/[\r\n\0]/.test(value)) throw new TypeError(`${where}: the value of ${name} contains CR, LF or NUL`);
+    flat.push(name, value);
+  }
+  return flat;
+}
+
+/** A refusal's status: an integer 200..599, else 403. */
+function refusalStatus(status) {
+  return Number.isInteger(status) && status >= REFUSAL_STATUS.min && status <= REFUSAL_STATUS.max ? status : REFUSAL_STATUS.fallback;
+}
+
 function nativeError(e, what) {
   const m = /^(E[A-Z]+): (.*)$/.exec(e.message);
   const err = new Error(`${what} failed: ${m ? `${m[1]}: ${m[2]}` : e.message}`);
@@ -234,6 +266,8 @@ function nativeError(e, what) {
 }
 
 module.exports = {
+  answerHeaders,
+  refusalStatus,
   UWS_COMPRESS,
   uwsCompression,
   uwsRouteOptions,

@@ -6,6 +6,7 @@
 //!   permessage-deflate needs, so the server's frame reader and writer are ours).
 //! - [`extensions`]: permessage-deflate (RFC 7692) negotiation (offers, [`DeflateConfig`]).
 //! - [`deflate`]: permessage-deflate streams: compressor, bounded inflater, per-thread pools.
+//! - [`target`]: request targets (origin and absolute form) and which are refused.
 //! - [`route`]: route patterns and which one a request path matches.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
 //! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
@@ -34,6 +35,7 @@ pub mod route;
 pub mod server;
 pub mod stats;
 mod stream;
+pub mod target;
 mod task;
 #[cfg(test)]
 mod testutil;

@@ -7,7 +7,7 @@ use crate::conn::Conn;
 use crate::extensions;
 use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
-use crate::route::path_matches;
+use crate::route;
 use crate::stats::Stats;
 use crate::stream::Stream;
 use crate::task;
@@ -253,13 +253,20 @@ async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAdd
 }
 
 async fn refuse(shared: &Shared, stream: &mut Stream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
-    refuse_with(shared, stream, e.status, e.message).await
+    refuse_with::<&str, &str>(shared, stream, e.status, None, &[], e.message).await
 }
 
-async fn refuse_with(shared: &Shared, stream: &mut Stream, status: u16, body: &str) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+async fn refuse_with<N: AsRef<str>, V: AsRef<str>>(
+    shared: &Shared,
+    stream: &mut Stream,
+    status: u16,
+    reason: Option<&str>,
+    headers: &[(N, V)],
+    body: &str,
+) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     Stats::add(&shared.stats.upgrades_rejected, 1);
     let mut out = Vec::new();
-    handshake::write_error(&mut out, status, body);
+    handshake::write_refusal(&mut out, status, reason, headers, body);
     let _ = stream.write_all(&out).await;
     let _ = stream.shutdown().await;
     None
@@ -383,16 +390,15 @@ async fn accept_upgrade(
     }
     let route = {
         let routes = shared.routes.read().unwrap();
-        routes
-            .iter()
-            .position(|(p, _)| path_matches(p, req.path()))
-            .map(|i| (i as u32, routes[i].1.clone()))
+        route::select(routes.iter().map(|(p, _)| p.as_str()), req.path()).map(|i| (i as u32, routes[i].1.clone()))
     };
     let Some((route, behavior)) = route else {
         return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
     };
-    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(&upgrade.extensions, c));
     let mut protocol = None;
+    // The application's permessage-deflate offer, when it gives one (uWS's res.upgrade argument).
+    let mut offer = None;
+    let mut extra = Vec::new();
     let mut token = 0;
     if behavior.upgrade_hook {
         token = shared.next_token.fetch_add(1, Relaxed);
@@ -417,16 +423,22 @@ async fn accept_upgrade(
             return None;
         };
         match decision {
-            Ok(Decision::Accept { protocol: p }) => {
+            Ok(Decision::Accept { protocol: p, extensions, headers }) => {
                 protocol = p.filter(|p| upgrade.protocols.iter().any(|o| o == p));
+                offer = extensions;
+                extra = headers;
             }
-            Ok(Decision::Reject { status, body }) => return refuse_with(shared, stream, status, &body).await,
+            Ok(Decision::Reject { status, reason, body, headers }) => {
+                return refuse_with(shared, stream, status, reason.as_deref(), &headers, &body).await;
+            }
             Err(_) => return refuse(shared, stream, HttpError { status: 500, message: "Upgrade not answered" }).await,
         }
     }
+    let offered = offer.as_deref().unwrap_or(&upgrade.extensions);
+    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(offered, c));
     let extensions = negotiated.as_ref().map(|n| n.response.clone());
     let mut out = Vec::with_capacity(256);
-    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref());
+    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref(), &extra);
     stream.write_all(&out).await.ok()?;
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.opened();
