@@ -15,6 +15,26 @@ export enum SendStatus {
 export interface AppOptions {
   /** I/O threads owning the sockets (tokio workers). Integer 1..16, default 1. */
   threads?: number;
+  /** Admission control for reconnect storms, in the core before any JS runs: `true`/omitted =
+   *  the defaults (on), `false` = off, or limits merged over the defaults. */
+  admission?: boolean | AdmissionOptions;
+}
+
+/** Admission control's limits (integers; 0 turns the rate or the pending bound off). Over a
+ *  bound an upgrade is held; one that cannot fit within `holdMs` is answered 503 with
+ *  `Retry-After`. A quiet server never refuses. */
+export interface AdmissionOptions {
+  /** Upgrades admitted per second (0..1e6, default 2000; 0 = no rate bound). */
+  upgradesPerSecond?: number;
+  /** Upgrades admitted at once after a quiet period (1..1e6, default 1000). */
+  burst?: number;
+  /** Admitted sockets whose open event (or upgrade event, with an `upgrade` hook) JS has not
+   *  taken yet; new upgrades wait while this many do (0..1e6, default 256; 0 = no bound). */
+  maxPendingOpens?: number;
+  /** Longest an upgrade is held before it is refused, ms (0..8000, default 5000). */
+  holdMs?: number;
+  /** `Retry-After` of a refusal, seconds (0..86400, default 2). */
+  retryAfterSeconds?: number;
 }
 
 /**
@@ -189,6 +209,10 @@ export interface Stats {
   /** Compressed messages whose payload was reused from the compress-once cache (an identical
    *  message, same deflate parameters, was already compressed for another socket). */
   compressionsReused: number;
+  /** Admission control: whether it bounds upgrades (`on`), upgrades let through, held first
+   *  (whether admitted or refused after), answered 503 + Retry-After; `waiting` (a gauge): admitted
+   *  sockets whose first event JS has not taken yet. */
+  admission: { on: boolean; admitted: number; deferred: number; refused: number; waiting: number };
   closesByCode: Record<string, number>;
 }
 
@@ -213,6 +237,9 @@ export interface TemplatedApp {
 }
 
 export function App(options?: AppOptions): TemplatedApp;
+/** Validate admission-control options as `App({ admission })` does; errors name `where` and the
+ *  key. Returns the limits, or null when off. */
+export function admissionOptions(value: boolean | AdmissionOptions | undefined, where: string): Required<AdmissionOptions> | null;
 
 /**
  * Validate permessage-deflate options as `behavior.compression` would (`where` names the source in

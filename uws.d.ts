@@ -111,7 +111,9 @@ export interface TemplatedApp {
   close(): TemplatedApp;
 }
 
-export interface AppOptions { threads?: number }
+/** `admission`: the main API's admission control (see index.d.ts); off unless given here, as
+ *  uWS.js has none. */
+export interface AppOptions { threads?: number; admission?: boolean | import('./index').AdmissionOptions }
 export interface SSLAppOptions extends AppOptions { key_file_name: string; cert_file_name: string; passphrase?: string }
 
 export function App(options?: AppOptions): TemplatedApp;

@@ -2,7 +2,7 @@
 // Option validation for the public API. Every error names the key and the valid values; the
 // native layer receives only validated, normalised options.
 
-const { ROUTE_DEFAULTS, COMPRESSION_DEFAULTS, CLOSE_CODES_TEXT, isValidCloseCode } = require('./constants');
+const { ROUTE_DEFAULTS, COMPRESSION_DEFAULTS, ADMISSION_DEFAULTS, CLOSE_CODES_TEXT, isValidCloseCode } = require('./constants');
 const { describe } = require('./describe');
 
 const HANDLERS = ['upgrade', 'open', 'message', 'drain', 'close', 'ping', 'pong'];
@@ -163,10 +163,41 @@ function uwsRouteOptions(pattern, behavior) {
 }
 
 /** `App(options)` → the number of I/O threads. */
+/** Admission control's keys: [min, max] (the hold stays under the 10 s handshake timeout). */
+const ADMISSION_KEYS = {
+  upgradesPerSecond: [0, 1e6],
+  burst: [1, 1e6],
+  maxPendingOpens: [0, 1e6],
+  holdMs: [0, 8000],
+  retryAfterSeconds: [0, 86400],
+};
+
+/**
+ * `admission`: undefined or true → the defaults; false → off; an object → merged over the
+ * defaults (0 turns the rate or the pending bound off). Returns the limits, or null when off.
+ * `where` names the option in errors (e.g. `App.admission`, `ddp-server.native.admission`).
+ */
+function admissionOptions(value, where) {
+  if (value === undefined || value === true) return { ...ADMISSION_DEFAULTS };
+  if (value === false || value === null) return null;
+  checkKeys(value, Object.keys(ADMISSION_KEYS), where);
+  const out = { ...ADMISSION_DEFAULTS };
+  for (const [key, [min, max]] of Object.entries(ADMISSION_KEYS)) out[key] = intOption(value, key, where, min, max, out[key]);
+  return out;
+}
+
 function appOptions(options) {
   if (options === undefined) options = {};
-  checkKeys(options, ['threads'], 'App');
-  return { threads: intOption(options, 'threads', 'App', 1, 16, 1) };
+  checkKeys(options, ['threads', 'admission'], 'App');
+  if (options.admission !== undefined && typeof options.admission !== 'boolean' &&
+      (options.admission === null || typeof options.admission !== 'object')) {
+    throw new TypeError(`App.admission must be true, false or an object with the keys ` +
+      `${Object.keys(ADMISSION_KEYS).join(', ')}, got ${describe(options.admission)}`);
+  }
+  return {
+    threads: intOption(options, 'threads', 'App', 1, 16, 1),
+    admission: admissionOptions(options.admission, 'App.admission'),
+  };
 }
 
 /** `listen([host,] port, cb)` → { host, port, cb }. */
@@ -275,6 +306,7 @@ module.exports = {
   compressionOptions,
   routeOptions,
   appOptions,
+  admissionOptions,
   listenArgs,
   attachOptions,
   closeCode,

@@ -2,6 +2,7 @@
 //! adoption of sockets that Node's http.Server already accepted (same port), the internal
 //! loopback listener for sockets without an fd (TLS in Node), and the handshake flow.
 
+use crate::admission::{Admission, AdmissionConfig, Verdict};
 use crate::config::{Behavior, HANDSHAKE_TIMEOUT};
 use crate::conn::Conn;
 use crate::extensions;
@@ -62,6 +63,7 @@ struct Shared {
     pending: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
     draining: AtomicBool,
     secret: String,
+    admission: Arc<Admission>,
 }
 
 pub struct Server {
@@ -111,6 +113,7 @@ impl Server {
                 pending: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
                 secret: random_secret(),
+                admission: Arc::new(Admission::new(AdmissionConfig::OFF)),
             }),
             listeners: Mutex::new(Vec::new()),
             internal: Mutex::new(None),
@@ -130,6 +133,12 @@ impl Server {
 
     pub fn stats(&self) -> &Stats {
         &self.shared.stats
+    }
+
+    /// Admission control (off until configured): its limits, counters, and the door through
+    /// which the consumer reports the first events it took ([`Admission::taken`]).
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.shared.admission
     }
 
     /// Bind `host:port` (port 0 = any) and accept on the I/O pool. Fails loudly (EADDRINUSE);
@@ -233,6 +242,25 @@ impl Drop for Server {
 }
 
 /// Removes a pending upgrade decision if the handshake is abandoned (timeout, disconnect).
+/// An admitted upgrade that will reach the consumer as an open event: if the handshake ends
+/// before the 101 is written (the client left, the handshake timed out), admission forgets it.
+/// Inert (`false`) for routes with an upgrade hook, whose upgrade event always reaches it.
+struct AdmittedGuard<'a>(&'a Admission, bool);
+
+impl AdmittedGuard<'_> {
+    fn disarm(mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for AdmittedGuard<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.forget();
+        }
+    }
+}
+
 struct PendingGuard<'a>(&'a Shared, u64);
 
 impl Drop for PendingGuard<'_> {
@@ -395,6 +423,13 @@ async fn accept_upgrade(
     let Some((route, behavior)) = route else {
         return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
     };
+    // Before the consumer hears of it: hold or refuse over the admission limits.
+    if let Verdict::Refuse { retry_after_s } = shared.admission.admit().await {
+        let retry = retry_after_s.to_string();
+        return refuse_with(shared, stream, 503, None, &[("Retry-After", retry.as_str())], "Server is busy, retry later").await;
+    }
+    // Admitted: pending until the consumer takes the upgrade event (hook) or the open event.
+    let admitted = AdmittedGuard(&shared.admission, !behavior.upgrade_hook);
     let mut protocol = None;
     // The application's permessage-deflate offer, when it gives one (uWS's res.upgrade argument).
     let mut offer = None;
@@ -440,6 +475,7 @@ async fn accept_upgrade(
     let mut out = Vec::with_capacity(256);
     handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref(), &extra);
     stream.write_all(&out).await.ok()?;
+    admitted.disarm(); // the open event carries it to the consumer now
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.opened();
     let id = ids::take();
