@@ -20,6 +20,26 @@ export interface AppOptions {
    *  it); the client it names is then the socket's remote address. A connection without a valid
    *  header is closed unanswered. Not with `attach()` (throws). Default false. */
   proxyProtocol?: boolean;
+  /** Admission control for reconnect storms, in the core before any JS runs: `true`/omitted =
+   *  the defaults (on), `false` = off, or limits merged over the defaults. */
+  admission?: boolean | AdmissionOptions;
+}
+
+/** Admission control's limits (integers; 0 turns the rate or the pending bound off). Over a
+ *  bound an upgrade is held; one that cannot fit within `holdMs` is answered 503 with
+ *  `Retry-After`. A quiet server never refuses. */
+export interface AdmissionOptions {
+  /** Upgrades admitted per second (0..1e6, default 2000; 0 = no rate bound). */
+  upgradesPerSecond?: number;
+  /** Upgrades admitted at once after a quiet period (1..1e6, default 1000). */
+  burst?: number;
+  /** Admitted sockets whose open event (or upgrade event, with an `upgrade` hook) JS has not
+   *  taken yet; new upgrades wait while this many do (0..1e6, default 256; 0 = no bound). */
+  maxPendingOpens?: number;
+  /** Longest an upgrade is held before it is refused, ms (0..8000, default 5000). */
+  holdMs?: number;
+  /** `Retry-After` of a refusal, seconds (0..86400, default 2). */
+  retryAfterSeconds?: number;
 }
 
 /**
@@ -66,11 +86,20 @@ export interface UpgradeRequest {
   extensions: string;
 }
 
+/** Response headers: `{ name: value }` (an array value repeats the header) or [name, value] pairs. */
+export type AnswerHeaders = Record<string, string | string[]> | Array<[string, string]>;
+
 export interface UpgradeResponse<UserData> {
-  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered. */
-  accept(userData?: UserData, protocol?: string): void;
-  /** Refuse it with an HTTP status (default 403) and a text/plain body. */
-  reject(status?: number, body?: string): void;
+  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered.
+   *  `headers` go into the 101 response (not Upgrade, Connection or Sec-WebSocket-*, which the
+   *  handshake writes); `extensions`: negotiate permessage-deflate from this offer instead of the
+   *  request's (`""`: no compression for this client). A header name that is not an HTTP token,
+   *  or a value with CR/LF/NUL, throws. */
+  accept(userData?: UserData, protocol?: string, options?: { headers?: AnswerHeaders; extensions?: string }): void;
+  /** Refuse it with an HTTP status 200..599 (otherwise, and by default, 403), `statusText` as the
+   *  reason phrase (default: the standard one), `headers` (a Content-Type replaces text/plain;
+   *  Content-Length and Connection are the core's) and a body. */
+  reject(status?: number, body?: string, options?: { headers?: AnswerHeaders; statusText?: string }): void;
   /** `cb` runs if the client goes away before accept/reject; answering after that does nothing. */
   onAborted(cb: () => void): this;
 }
@@ -187,6 +216,10 @@ export interface Stats {
   /** Compressed messages whose payload was reused from the compress-once cache (an identical
    *  message, same deflate parameters, was already compressed for another socket). */
   compressionsReused: number;
+  /** Admission control: whether it bounds upgrades (`on`), upgrades let through, held first
+   *  (whether admitted or refused after), answered 503 + Retry-After; `waiting` (a gauge): admitted
+   *  sockets whose first event JS has not taken yet. */
+  admission: { on: boolean; admitted: number; deferred: number; refused: number; waiting: number };
   closesByCode: Record<string, number>;
 }
 
@@ -211,6 +244,9 @@ export interface TemplatedApp {
 }
 
 export function App(options?: AppOptions): TemplatedApp;
+/** Validate admission-control options as `App({ admission })` does; errors name `where` and the
+ *  key. Returns the limits, or null when off. */
+export function admissionOptions(value: boolean | AdmissionOptions | undefined, where: string): Required<AdmissionOptions> | null;
 
 /**
  * Validate permessage-deflate options as `behavior.compression` would (`where` names the source in

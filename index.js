@@ -8,7 +8,7 @@
 
 const { TemplatedApp } = require('./lib/app');
 const { SendStatus } = require('./lib/constants');
-const { compressionOptions } = require('./lib/options');
+const { compressionOptions, admissionOptions } = require('./lib/options');
 
 function App(options) {
   return new TemplatedApp(options);
@@ -20,4 +20,7 @@ module.exports = {
   /** Validate permessage-deflate options (as for `behavior.compression`); errors name `where`
    *  and the key. Returns the normalised options, or null when compression is off. */
   compressionOptions,
+  /** Validate admission-control options (as for `App({ admission })`); errors name `where` and
+   *  the key. Returns the limits, or null when admission control is off. */
+  admissionOptions,
 };

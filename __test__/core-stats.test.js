@@ -8,7 +8,7 @@ const { scope, waitFor, wsExpectRejected } = require('./helpers/common');
 const T = { timeout: 20000 };
 
 const FIELDS = ['connections', 'upgradesAccepted', 'upgradesRejected', 'messagesIn', 'messagesOut', 'bytesIn',
-  'bytesOut', 'wireBytesIn', 'wireBytesOut', 'backpressureEvents', 'dropped', 'compressions', 'compressionsReused', 'closesByCode'];
+  'bytesOut', 'wireBytesIn', 'wireBytesOut', 'backpressureEvents', 'dropped', 'compressions', 'compressionsReused', 'admission', 'closesByCode'];
 
 test('a fresh app reports all-zero stats with every field present', T, async (t) => {
   const s = scope(t);
@@ -17,6 +17,7 @@ test('a fresh app reports all-zero stats with every field present', T, async (t)
   assert.deepEqual(Object.keys(st).sort(), [...FIELDS].sort());
   for (const f of FIELDS) {
     if (f === 'closesByCode') assert.deepEqual(st[f], {});
+    else if (f === 'admission') assert.deepEqual(st[f], { on: true, admitted: 0, deferred: 0, refused: 0, waiting: 0 });
     else assert.equal(st[f], 0, f);
   }
 });

@@ -45,6 +45,15 @@ const TRANSPORTS = [
     compression: true },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
+  // Before/after comparisons: with BENCH_BASE_PKG=<another checkout, built>, the same two native
+  // servers run that checkout's addon too (`native-attach@base`, `native-listen@base`), interleaved
+  // with this one's in every round.
+  ...(process.env.BENCH_BASE_PKG ? [
+    { name: 'native-attach@base', description: `native-attach with the addon and adapter of ${process.env.BENCH_BASE_PKG}`,
+      command: nodeServer('native-attach.js', '--pkg', process.env.BENCH_BASE_PKG), unavailable: ddpMissing, compression: true },
+    { name: 'native-listen@base', description: `native-listen with the addon of ${process.env.BENCH_BASE_PKG}`,
+      command: nodeServer('native-listen.js', '--pkg', process.env.BENCH_BASE_PKG), unavailable: ddpMissing, compression: true },
+  ] : []),
   // `compression`: the server turns permessage-deflate on (Meteor's defaults) under BENCH_COMPRESS=1.
   // rust-echo ignores that variable; `compressArgs` is what it needs instead (its --compress is the
   // core's DeflateConfig::default(), i.e. Meteor's defaults). Only idle_deflate uses it: the

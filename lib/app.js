@@ -2,7 +2,7 @@
 // The App: routes, listeners, same-port attachment, the dispatch of event batches from the core
 // to the handlers, drain, stats and close.
 
-const { native, Event } = require('./constants');
+const { native, Event, TURN_BUDGET_MS } = require('./constants');
 const O = require('./options');
 const { WebSocket, headerObject } = require('./websocket');
 const { attach, detach } = require('./attach');
@@ -13,8 +13,23 @@ function rethrow(err) {
 
 class TemplatedApp {
   constructor(options) {
-    const { threads, proxyProtocol } = O.appOptions(options);
-    this._native = new native.NativeApp(threads, (...batch) => this._dispatch(batch));
+    const { threads, admission, proxyProtocol } = O.appOptions(options);
+    // The bridge calls this with a batch `tag, value, ...`, or with no arguments at the end of a
+    // delivery: then it settles after this event-loop turn's other I/O (src/bridge.rs, fairness).
+    // A batch's handlers stop when the turn's budget (TURN_BUDGET_MS) is spent; the rest of the
+    // batch waits in `_carry` and runs first, from setImmediate turns, before the bridge settles.
+    this._turn = 0; // when this turn's first delivery started (performance.now()), 0 between turns
+    this._carry = null; // { batch, i }: events delivered but not handled yet, in order
+    this._settleFn = () => this._settle();
+    this._native = new native.NativeApp(threads, (...batch) => {
+      if (batch.length === 0) {
+        this._turn = 0;
+        setImmediate(this._settleFn);
+        return true;
+      }
+      return this._deliver(batch);
+    });
+    this._native.setAdmission(admission);
     this._proxyProtocol = proxyProtocol;
     if (proxyProtocol) this._native.setProxyProtocol(true);
     this._routes = [];
@@ -74,10 +89,46 @@ class TemplatedApp {
     }
   }
 
-  _dispatch(batch) {
+  /** A chunk from the bridge: false when the turn's budget ran out before its end (the rest waits). */
+  _deliver(batch) {
+    if (this._turn === 0) this._turn = performance.now();
+    let i = 0;
+    if (this._carry !== null) {
+      // only after an exception left a carry behind: keep the order
+      batch = this._carry.batch.slice(this._carry.i).concat(batch);
+      this._carry = null;
+    }
+    i = this._dispatch(batch, i);
+    if (i < batch.length && !this._closed) {
+      this._carry = { batch, i };
+      return false;
+    }
+    return true;
+  }
+
+  /** setImmediate after a delivery: handle what the budget left (one budget per turn), then let
+   *  the bridge settle (deliver more next turn, or wait for the next event). */
+  _settle() {
+    const c = this._carry;
+    if (c !== null && !this._closed) {
+      this._turn = performance.now();
+      c.i = this._dispatch(c.batch, c.i);
+      this._turn = 0;
+      if (c.i < c.batch.length && !this._closed) {
+        setImmediate(this._settleFn);
+        return;
+      }
+    }
+    this._carry = null;
+    this._native.settle();
+  }
+
+  /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped. */
+  _dispatch(batch, i) {
     // After app.close() every socket is closed and its close handler ran; events still queued
     // in Rust are void (a socket whose open never reached JS gets neither open nor close).
-    for (let i = 0; i < batch.length && !this._closed; i += 2) {
+    const deadline = this._turn + TURN_BUDGET_MS;
+    for (; i < batch.length && !this._closed; i += 2) {
       const tag = batch[i];
       const v = batch[i + 1];
       const kind = tag % Event.KINDS;
@@ -111,7 +162,9 @@ class TemplatedApp {
         // uncaught exception, as it would from any Node event handler.
         process.nextTick(rethrow, err);
       }
+      if (performance.now() >= deadline) return i + 2;
     }
+    return i;
   }
 
   _open(id, info) {
@@ -157,15 +210,21 @@ class TemplatedApp {
       return true;
     };
     const res = {
-      accept: (userData, protocol) => {
+      accept: (userData, protocol, options) => {
+        const o = options || {};
+        const headers = O.answerHeaders(o.headers, 'accept: headers');
+        const extensions = o.extensions === undefined ? undefined : String(o.extensions);
         if (!answer()) return;
         if (userData !== undefined) this._userData.set(token, userData);
-        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, 0, '');
+        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, extensions, 0, undefined, '', headers);
       },
-      reject: (status, body) => {
+      reject: (status, body, options) => {
+        const o = options || {};
+        const headers = O.answerHeaders(o.headers, 'reject: headers');
         if (!answer()) return;
-        const s = Number.isInteger(status) && status >= 400 && status <= 599 ? status : 403;
-        this._native.decide(token, false, undefined, s, body === undefined ? 'Forbidden' : String(body));
+        const statusText = o.statusText === undefined ? undefined : String(o.statusText);
+        this._native.decide(token, false, undefined, undefined, O.refusalStatus(status), statusText,
+          body === undefined ? 'Forbidden' : String(body), headers);
       },
       /** `cb()` runs if the client goes away before accept/reject; answering later is a no-op. */
       onAborted: (cb) => {
@@ -240,6 +299,15 @@ class TemplatedApp {
       dropped: s.dropped,
       compressions: s.compressions,
       compressionsReused: s.compressionsReused,
+      // admission control: whether it bounds upgrades; upgrades let through, held first, answered 503 + Retry-After; and the
+      // admitted sockets whose first event JS has not taken yet (a gauge)
+      admission: {
+        on: s.admissionOn,
+        admitted: s.admissionAdmitted,
+        deferred: s.admissionDeferred,
+        refused: s.admissionRefused,
+        waiting: s.admissionWaiting,
+      },
       closesByCode,
     };
     this._lastStats = out;

@@ -38,6 +38,13 @@ const COMPRESSION_DEFAULTS = Object.freeze({
   requestMaxWindowBits: c.compressionDefaults.requestMaxWindowBits ?? undefined,
 });
 
+/** Admission control's defaults (the core's `AdmissionConfig::default()`): upgrades per second,
+ *  burst, admitted sockets waiting for their open event, hold time, Retry-After. */
+const ADMISSION_DEFAULTS = Object.freeze({ ...c.admissionDefaults });
+
+/** Time one event-loop turn may spend handling delivered events, ms (the core's TURN_BUDGET). */
+const TURN_BUDGET_MS = c.turnBudgetMs;
+
 /** Kinds of `send` (message, fragments, ping) and the prefix of routes matched with uWS's rules:
  *  for the uWS compat surface (lib/uws/). */
 const SEND_KIND = Object.freeze({ ...c.sendKind });
@@ -62,6 +69,8 @@ module.exports = {
   Event,
   ROUTE_DEFAULTS,
   COMPRESSION_DEFAULTS,
+  ADMISSION_DEFAULTS,
+  TURN_BUDGET_MS,
   CLOSE_CODE_RANGES,
   CLOSE_CODES_TEXT,
   BACKPRESSURE_CLOSE_CODE,

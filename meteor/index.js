@@ -75,6 +75,11 @@ function rawSettings(opts) {
   return undefined;
 }
 
+/** The keys of an admission-limits object, checked by the core (errors name `label` and the key). */
+function checkAdmission(value, label) {
+  if (isPlainObject(value)) core.admissionOptions(value, label);
+}
+
 // ---------------------------------------------------------------------------------------------
 // The socket object of Meteor's transport contract.
 
@@ -243,6 +248,7 @@ function setupNative(httpServer, pathPrefix, options, opts) {
     throw new TypeError('ddp-transport-native: setup(httpServer, pathPrefix, options) needs an http.Server');
   }
   const settings = validateSettings(rawSettings(opts));
+  checkAdmission(settings.admission, 'ddp-server.native.admission');
   let compression = compressionFromEnv(process.env.SERVER_WEBSOCKET_COMPRESSION);
   if (typeof options.websocketExtensions === 'function') {
     const ext = options.websocketExtensions();
@@ -259,7 +265,7 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   setUpPaths.set(httpServer, taken);
 
   const events = new EventEmitter();
-  const app = core.App({ threads: settings.threads });
+  const app = core.App({ threads: settings.threads, admission: settings.admission });
   const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
   const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
   // The core's socket → our contract socket (core sockets are stable objects).
@@ -310,6 +316,7 @@ module.exports = {
   createNativeTransport,
   compressionFromEnv,
   validateSettings,
+  checkAdmission,
   NativeSocket,
   HEADER_WHITELIST,
   DEFAULT_COMPRESSION,

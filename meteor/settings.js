@@ -31,6 +31,9 @@ const SETTING_KEYS = Object.freeze({
   },
   threads: { check: (v) => isInt(v, 1, 16), valid: 'an integer 1..16' },
   drainOnSigterm: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
+  // admission control (App({ admission })): the object's own keys are checked by the core's
+  // admissionOptions when the transport is set up (checkAdmission in index.js)
+  admission: { check: (v) => typeof v === 'boolean' || isPlainObject(v), valid: 'true, false or an object of admission limits' },
 });
 
 const SETTING_DEFAULTS = Object.freeze({
@@ -39,6 +42,7 @@ const SETTING_DEFAULTS = Object.freeze({
   maxBackpressure: 16 * MIB,
   threads: 1,
   drainOnSigterm: false,
+  admission: true, // the core's defaults (on)
 });
 
 /**

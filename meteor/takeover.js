@@ -172,6 +172,7 @@ function takeOver(ctx) {
   }
   // A wrong SERVER_WEBSOCKET_COMPRESSION is a config error, as with Meteor's transports: throw.
   meteor.compressionFromEnv(env.SERVER_WEBSOCKET_COMPRESSION);
+  meteor.checkAdmission(settings.admission, `${SETTINGS_LABEL}.admission`);
 
   const prefix = runtimeConfig.ROOT_URL_PATH_PREFIX || '';
   let transport;

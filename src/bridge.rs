@@ -12,15 +12,32 @@
 //!
 //! The threadsafe function is N-API's own (`napi_create_threadsafe_function`), driven directly:
 //! the I/O threads only wake it (the events travel in the queue, not in the call).
+//!
+//! Fairness (one delivery per event-loop turn, bounded in time): Node runs a threadsafe
+//! function's callback again in the same wakeup, without returning to the event loop, when the
+//! function is called while its callback runs (up to 1,000 times per wakeup: nodejs/node#38506).
+//! When the I/O threads woke JS for events that arrived during a delivery, a saturated server
+//! therefore stayed in that loop for seconds and timers, other I/O and `setImmediate` starved.
+//! So a wakeup stays armed from the I/O threads' side until JS settles it: `deliver` hands over
+//! events in chunks until the queue is empty or the turn's budget ([`native_ws::pacing`], 5 ms)
+//! is spent (what is left waits on the JS thread, in order), then asks JS (a call of the dispatch
+//! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the turn's
+//! other I/O; `settle` re-arms the wakeup if events wait (timers run before it is delivered) or
+//! disarms it. Under light load that is still one wakeup per batch. JS checks the same budget
+//! per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login each) it stops
+//! inside the chunk, keeps its rest, answers `false`, and settles only once that rest is done.
 
 use crate::sockets;
 use napi::bindgen_prelude::*;
 use napi::sys;
-use native_ws::{Conn, Handler, OpenInfo, UpgradeInfo};
+use native_ws::pacing::Pacer;
+use native_ws::{Admission, Conn, Handler, OpenInfo, UpgradeInfo};
 use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::ffi::{c_void, CStr};
 use std::ptr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 
 /// Values per call of the dispatch function (V8 copies arguments onto its stack).
 const MAX_ARGS: usize = 2048;
@@ -81,7 +98,8 @@ enum Event {
 struct Queue {
     events: Vec<Event>,
     data: Vec<u8>,
-    /// a delivery is pending (at most one TSFN call in flight)
+    /// JS will look at the queue without another wakeup: a TSFN call is in flight, a delivery
+    /// runs, or `settle` is due (at most one TSFN call in flight; see the module doc)
     armed: bool,
     /// emptied buffers from the last delivery, reused
     spare: Option<(Vec<Event>, Vec<u8>)>,
@@ -94,15 +112,43 @@ struct Wake(sys::napi_threadsafe_function);
 // the JS thread.
 unsafe impl Send for Wake {}
 
+/// The JS thread's side of the queue: events taken but not yet delivered (a turn's budget ran
+/// out before them), their payload arena, and the turn's pacing.
+#[derive(Default)]
+struct Taken {
+    events: VecDeque<Event>,
+    data: Vec<u8>,
+    pacer: Pacer,
+}
+
+/// How a delivery ended.
+enum Turn {
+    /// the queue is empty
+    Idle,
+    /// the turn's budget is spent and events wait
+    Spent,
+    /// a JS exception is pending (events may wait)
+    Exception,
+}
+
 pub struct Bridge {
     queue: Mutex<Queue>,
     wake: Mutex<Option<Wake>>,
+    /// used by the JS thread only (a Mutex for Sync; never contended)
+    taken: Mutex<Taken>,
+    /// the server's admission control, told when JS takes an admitted socket's first event
+    admission: OnceLock<Arc<Admission>>,
 }
 
 impl Bridge {
     /// A bridge whose batches go to `dispatch` (a JS function), called as `dispatch(tag, value, ...)`.
     pub fn new(env: sys::napi_env, dispatch: sys::napi_value) -> Result<Arc<Bridge>> {
-        let bridge = Arc::new(Bridge { queue: Mutex::new(Queue::default()), wake: Mutex::new(None) });
+        let bridge = Arc::new(Bridge {
+            queue: Mutex::new(Queue::default()),
+            wake: Mutex::new(None),
+            taken: Mutex::new(Taken::default()),
+            admission: OnceLock::new(),
+        });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
         // SAFETY: JS thread, live env and function; `context` is an owned Arc reclaimed in
@@ -130,6 +176,26 @@ impl Bridge {
         }
         *bridge.wake.lock().unwrap() = Some(Wake(tsfn));
         Ok(bridge)
+    }
+
+    /// The server's admission control (set once, right after the server is made).
+    pub fn set_admission(&self, admission: Arc<Admission>) {
+        let _ = self.admission.set(admission);
+    }
+
+    /// Tell admission control that JS took an admitted socket's first event: its upgrade event
+    /// (a route with an upgrade hook), else its open event (token 0).
+    fn first_event_taken(&self, ev: &Event) {
+        let first = match ev {
+            Event::Upgrade(_) => true,
+            Event::Open(_, info) => info.token == 0,
+            _ => false,
+        };
+        if first {
+            if let Some(a) = self.admission.get() {
+                a.taken();
+            }
+        }
     }
 
     /// Keep the Node event loop alive for this bridge or not (JS thread).
@@ -160,23 +226,54 @@ impl Bridge {
         STAGE.with(|st| st.borrow_mut().events.push(event));
     }
 
-    /// JS thread: take everything queued; the next event will wake JS again.
-    fn take(&self) -> (Vec<Event>, Vec<u8>) {
+    /// JS thread: move everything queued to `taken` (whose events were all delivered), under
+    /// one lock; `taken`'s emptied buffers become the queue's spares. False when nothing was
+    /// queued. The wakeup stays armed: only `settle` disarms it.
+    fn refill(&self, taken: &mut Taken) -> bool {
         let mut q = self.queue.lock().unwrap();
-        q.armed = false;
+        let q = &mut *q;
+        if q.events.is_empty() {
+            return false;
+        }
         let (mut events, mut data) = q.spare.take().unwrap_or_default();
         std::mem::swap(&mut events, &mut q.events);
         std::mem::swap(&mut data, &mut q.data);
-        (events, data)
+        let mut old_events = Vec::from(std::mem::replace(&mut taken.events, VecDeque::from(events)));
+        let mut old_data = std::mem::replace(&mut taken.data, data);
+        old_events.clear();
+        old_data.clear();
+        if old_data.capacity() > 1 << 20 {
+            old_data = Vec::new();
+        }
+        q.spare = Some((old_events, old_data));
+        true
     }
 
-    fn recycle(&self, mut events: Vec<Event>, mut data: Vec<u8>) {
-        events.clear();
-        data.clear();
-        if data.capacity() > 1 << 20 {
-            data = Vec::new();
+    /// JS thread, from a `setImmediate` after a delivery (the turn's other I/O ran): wake JS
+    /// again if events wait (they are delivered after the next turn's timers), else disarm so
+    /// that the next event wakes JS.
+    pub fn settle(&self) {
+        let waiting = !self.taken.lock().unwrap().events.is_empty();
+        {
+            let mut q = self.queue.lock().unwrap();
+            if !waiting && q.events.is_empty() {
+                q.armed = false;
+                return;
+            }
+            q.armed = true;
         }
-        self.queue.lock().unwrap().spare = Some((events, data));
+        self.wake_js();
+    }
+
+    /// Call the threadsafe function (it only wakes JS: `deliver` takes the queue itself).
+    fn wake_js(&self) {
+        let wake = self.wake.lock().unwrap();
+        if let Some(w) = wake.as_ref() {
+            // SAFETY: the handle is live while it is in `wake` (we hold the lock).
+            unsafe {
+                sys::napi_call_threadsafe_function(w.0, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking);
+            }
+        }
     }
 }
 
@@ -241,16 +338,8 @@ impl Handler for Bridge {
             }
             !std::mem::replace(&mut q.armed, true)
         });
-        if !wake_js {
-            return;
-        }
-        let wake = self.wake.lock().unwrap();
-        if let Some(w) = wake.as_ref() {
-            // The callback takes the queue itself (see `deliver`); the call only wakes JS.
-            // SAFETY: the handle is live while it is in `wake` (we hold the lock).
-            unsafe {
-                sys::napi_call_threadsafe_function(w.0, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking);
-            }
+        if wake_js {
+            self.wake_js();
         }
     }
 }
@@ -261,55 +350,101 @@ unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mu
     bridge.wake.lock().unwrap().take();
 }
 
-/// JS thread, once per wakeup: hand everything queued to the dispatch function.
+/// JS thread, once per wakeup: hand what is queued to the dispatch function, for at most one
+/// turn's budget, then ask JS to `settle` after the turn's other I/O (see the module doc).
 unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     if env.is_null() || js_cb.is_null() {
         return; // the env is being torn down
     }
     // SAFETY: `context` is the Arc leaked in `Bridge::new`, alive until `finalize`.
     let bridge = &*(context as *const Bridge);
-    let (mut events, data) = bridge.take();
-    let mut args: Vec<sys::napi_value> = Vec::with_capacity((events.len() * 2).min(MAX_ARGS));
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
-    let mut rest = events.drain(..);
+    let turn = {
+        let mut taken = bridge.taken.lock().unwrap();
+        let taken = &mut *taken;
+        taken.pacer.begin(Instant::now());
+        let turn = deliver_turn(env, js_cb, undefined, bridge, taken);
+        taken.pacer.end();
+        turn
+    };
+    match turn {
+        // Node surfaces the exception when we return, then calls us again at once.
+        Turn::Exception => bridge.wake_js(),
+        Turn::Idle | Turn::Spent => {
+            let mut result = ptr::null_mut();
+            sys::napi_call_function(env, undefined, js_cb, 0, ptr::null(), &mut result);
+        }
+    }
+}
+
+/// Deliver chunks of events (each one call of the dispatch function, sized by the pacer) until
+/// the queue is empty, the turn's budget is spent or a JS exception is pending.
+unsafe fn deliver_turn(
+    env: sys::napi_env,
+    js_cb: sys::napi_value,
+    undefined: sys::napi_value,
+    bridge: &Bridge,
+    taken: &mut Taken,
+) -> Turn {
+    let mut args: Vec<sys::napi_value> = Vec::new();
     loop {
+        if taken.events.is_empty() && !bridge.refill(taken) {
+            return Turn::Idle;
+        }
+        let start = Instant::now();
+        if taken.pacer.spent(start) {
+            return Turn::Spent;
+        }
+        let chunk = taken.pacer.chunk(start, MAX_ARGS / 2);
         let mut scope = ptr::null_mut();
         if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
-            break;
+            return Turn::Exception;
         }
         args.clear();
         let mut failed = None;
-        for ev in rest.by_ref() {
-            match event_values(env, ev, &data) {
+        let mut n = 0;
+        while n < chunk {
+            let Some(ev) = taken.events.pop_front() else { break };
+            n += 1;
+            bridge.first_event_taken(&ev);
+            match event_values(env, ev, &taken.data) {
                 Ok((t, v)) => args.extend([t, v]),
                 Err(e) => {
                     failed = Some(e);
                     break;
                 }
             }
-            if args.len() >= MAX_ARGS {
-                break;
-            }
         }
-        let called = !args.is_empty();
-        if called {
+        // JS answers false when the turn's budget ran out inside the chunk (an expensive handler,
+        // e.g. a DDP login): it keeps the chunk's rest and goes on from a setImmediate.
+        let mut js_done = true;
+        if !args.is_empty() {
             let mut result = ptr::null_mut();
-            sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result);
+            if sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result) == sys::Status::napi_ok
+                && !result.is_null()
+            {
+                let mut b = true;
+                if sys::napi_get_value_bool(env, result, &mut b) == sys::Status::napi_ok {
+                    js_done = b;
+                }
+            }
         }
         if let Some(e) = failed {
             // Only on an N-API failure (out of memory): surface it as an exception.
             let _ = JsError::from(e).throw_into(env);
         }
         sys::napi_close_handle_scope(env, scope);
+        taken.pacer.record(n, start.elapsed());
         let mut pending = false;
         sys::napi_is_exception_pending(env, &mut pending);
-        if !called || pending {
-            break;
+        if pending {
+            return Turn::Exception;
+        }
+        if !js_done {
+            return Turn::Spent;
         }
     }
-    drop(rest);
-    bridge.recycle(events, data);
 }
 
 unsafe fn check(status: sys::napi_status) -> Result<()> {

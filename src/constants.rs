@@ -1,13 +1,13 @@
 //! Constants the JS layer reads from the addon (lib/constants.js), so each is defined once, here
 //! or in the core: send results, the event kinds of a batch, route and permessage-deflate
-//! defaults, and the close codes an endpoint may send.
+//! and admission-control defaults, and the close codes an endpoint may send.
 
 use crate::bridge::EventKind;
 use crate::send::SendKind;
-use crate::CompressionOptions;
+use crate::{AdmissionOptions, CompressionOptions};
 use napi_derive::napi;
 use native_ws::codec::{is_valid_close_code, CLOSE_TRY_AGAIN};
-use native_ws::DeflateConfig;
+use native_ws::{AdmissionConfig, DeflateConfig};
 use native_ws::{Behavior, SendStatus};
 
 #[napi(object)]
@@ -68,6 +68,10 @@ pub struct Constants {
     pub event: EventKinds,
     pub route_defaults: RouteDefaults,
     pub compression_defaults: CompressionOptions,
+    /// Admission control's defaults (native_ws::AdmissionConfig::default()).
+    pub admission_defaults: AdmissionOptions,
+    /// Time one event-loop turn may spend on delivered events, ms (native_ws::pacing::TURN_BUDGET).
+    pub turn_budget_ms: f64,
     pub close_code_ranges: Vec<CloseCodeRange>,
     /// The close code of a socket closed for `closeOnBackpressureLimit`.
     pub backpressure_close_code: u32,
@@ -123,6 +127,8 @@ pub fn constants() -> Constants {
             send_pings_automatically: b.send_pings,
         },
         compression_defaults: CompressionOptions::from(&DeflateConfig::default()),
+        admission_defaults: AdmissionOptions::from(&AdmissionConfig::default()),
+        turn_budget_ms: native_ws::pacing::TURN_BUDGET.as_secs_f64() * 1000.0,
         close_code_ranges: close_code_ranges(),
         backpressure_close_code: CLOSE_TRY_AGAIN as u32,
     }

@@ -1,7 +1,8 @@
 //! The `#[napi]` layer: translates between JS values and the `native-ws` core. No protocol
 //! logic lives here; validation of options happens in lib/options.js, which owns the public API.
 //!
-//! - bridge.rs: events from the I/O threads to JS, in batches (one threadsafe call per batch).
+//! - bridge.rs: events from the I/O threads to JS, in batches (one threadsafe call per batch),
+//!   at most one turn's budget per event-loop turn.
 //! - send.rs: the one door for outbound messages (`send`, `flushAll`).
 //! - sockets.rs: open connections by id, as the JS thread sees them.
 //! - constants.rs: constants JS reads from here (defined once).
@@ -17,7 +18,7 @@ use napi::JsValue;
 use napi_derive::napi;
 use native_ws::DeflateConfig;
 use native_ws::handshake::Request;
-use native_ws::{Behavior, Decision, Server};
+use native_ws::{AdmissionConfig, Behavior, Decision, Server};
 use std::sync::Arc;
 
 /// `send` and `flushAll`, the per-message calls, are plain N-API callbacks (see send.rs).
@@ -82,6 +83,40 @@ pub struct RouteOptions {
     pub compression: Option<CompressionOptions>,
 }
 
+/// Admission control limits (validated by lib/options.js; 0 turns a bound off).
+#[napi(object)]
+pub struct AdmissionOptions {
+    pub upgrades_per_second: u32,
+    pub burst: u32,
+    pub max_pending_opens: u32,
+    pub hold_ms: u32,
+    pub retry_after_seconds: u32,
+}
+
+impl From<&AdmissionOptions> for AdmissionConfig {
+    fn from(o: &AdmissionOptions) -> Self {
+        AdmissionConfig {
+            rate: o.upgrades_per_second,
+            burst: o.burst,
+            max_pending: o.max_pending_opens,
+            hold_ms: o.hold_ms,
+            retry_after_s: o.retry_after_seconds,
+        }
+    }
+}
+
+impl From<&AdmissionConfig> for AdmissionOptions {
+    fn from(c: &AdmissionConfig) -> Self {
+        AdmissionOptions {
+            upgrades_per_second: c.rate,
+            burst: c.burst,
+            max_pending_opens: c.max_pending,
+            hold_ms: c.hold_ms,
+            retry_after_seconds: c.retry_after_s,
+        }
+    }
+}
+
 #[napi(object)]
 pub struct InternalListener {
     pub port: u32,
@@ -105,6 +140,16 @@ pub struct NativeStats {
     pub compressions: f64,
     /// compressed messages sent with a payload from the compress-once cache
     pub compressions_reused: f64,
+    /// admission control bounds upgrades (not `AdmissionConfig::OFF`)
+    pub admission_on: bool,
+    /// upgrades admission control let through
+    pub admission_admitted: f64,
+    /// upgrades held before they were admitted or refused
+    pub admission_deferred: f64,
+    /// upgrades answered 503 with Retry-After
+    pub admission_refused: f64,
+    /// admitted sockets whose first event JS has not taken yet
+    pub admission_waiting: f64,
     /// flat [code, count, code, count, ...]
     pub closes: Vec<f64>,
 }
@@ -133,6 +178,7 @@ impl NativeApp {
     pub fn new(env: Env, threads: u32, dispatch: Function<(), ()>) -> Result<Self> {
         let bridge = Bridge::new(env.raw(), dispatch.raw())?;
         let server = Server::new(threads as usize, bridge.clone()).map_err(io_error)?;
+        bridge.set_admission(server.admission().clone());
         Ok(NativeApp {
             server: Some(server),
             bridge,
@@ -199,24 +245,37 @@ impl NativeApp {
             .map_err(io_error)
     }
 
+    /// Answer an upgrade: accept (`protocol`, `extensions`: the offer to negotiate from, or the
+    /// request's when null) or refuse (`status`, `reason` phrase, `body`); `headers` flat
+    /// (name, value, ...) for the 101 or the refusal.
     #[napi]
+    #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         token: f64,
         accept: bool,
         protocol: Option<String>,
+        extensions: Option<String>,
         status: u32,
+        reason: Option<String>,
         body: String,
+        headers: Vec<String>,
     ) -> Result<()> {
+        let headers = headers.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
         let decision = if accept {
-            Decision::Accept { protocol }
+            Decision::Accept { protocol, extensions, headers }
         } else {
-            Decision::Reject {
-                status: status as u16,
-                body,
-            }
+            Decision::Reject { status: status as u16, reason, body, headers }
         };
         self.server()?.decide(token as u64, decision);
+        Ok(())
+    }
+
+    /// Admission control's limits (`None`: off; see native_ws::admission).
+    #[napi]
+    pub fn set_admission(&self, o: Option<AdmissionOptions>) -> Result<()> {
+        let config = o.as_ref().map_or(AdmissionConfig::OFF, AdmissionConfig::from);
+        self.server()?.admission().set_config(config);
         Ok(())
     }
 
@@ -239,6 +298,13 @@ impl NativeApp {
         Ok(())
     }
 
+    /// After a delivery, from a `setImmediate`: wake JS again if events wait, else let the next
+    /// event wake it (see bridge.rs). Works after `close` too (then it does nothing).
+    #[napi]
+    pub fn settle(&self) {
+        self.bridge.settle();
+    }
+
     /// Keep the Node event loop alive (listening or sockets open) or not.
     #[napi]
     pub fn set_ref(&self, env: Env, on: bool) {
@@ -249,6 +315,7 @@ impl NativeApp {
     pub fn stats(&self) -> Result<NativeStats> {
         use std::sync::atomic::Ordering::Relaxed;
         let s = self.server()?.stats();
+        let adm = self.server()?.admission();
         let n = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as f64;
         Ok(NativeStats {
             connections: s.connections.load(Relaxed) as f64,
@@ -264,6 +331,11 @@ impl NativeApp {
             dropped: n(&s.dropped),
             compressions: n(&s.compressions),
             compressions_reused: n(&s.compressions_reused),
+            admission_on: !adm.config().is_off(),
+            admission_admitted: n(&adm.stats.admitted),
+            admission_deferred: n(&adm.stats.deferred),
+            admission_refused: n(&adm.stats.refused),
+            admission_waiting: adm.pending() as f64,
             closes: s
                 .closes_by_code()
                 .into_iter()
@@ -323,8 +395,8 @@ pub fn route_params(pattern: String, path: String) -> Option<Vec<String>> {
 }
 
 /// A request target in origin form (an absolute-form target gives its path and query), as the
-/// core routes it.
+/// core routes it; null for a target the core refuses with 400 (see native_ws::target).
 #[napi]
-pub fn origin_form(url: String) -> String {
-    native_ws::route::origin_form(&url).into_owned()
+pub fn origin_form(url: String) -> Option<String> {
+    native_ws::target::origin_form(&url).map(std::borrow::Cow::into_owned)
 }

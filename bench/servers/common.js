@@ -19,6 +19,12 @@ const METEOR_DEFLATE = Object.freeze({
   threshold: 1024, level: 1, memLevel: 1, noContextTakeover: true, maxWindowBits: 8,
 });
 
+/** The ddp-transport-native checkout a native server loads: `--pkg DIR` (a before/after run), else this one. */
+function pkgArg() {
+  const i = process.argv.indexOf('--pkg');
+  return i >= 0 ? path.resolve(process.argv[i + 1]) : ROOT;
+}
+
 function portArg() {
   const i = process.argv.indexOf('--port');
   const raw = i >= 0 ? process.argv[i + 1] : process.env.PORT;
@@ -127,5 +133,5 @@ class ShimSocket extends EventEmitter {
 
 module.exports = {
   ROOT, COMPRESS, MAX_PAYLOAD, METEOR_DEFLATE,
-  portArg, ready, exitRules, loadDdp, isWebsocketPath, ShimSocket,
+  portArg, pkgArg, ready, exitRules, loadDdp, isWebsocketPath, ShimSocket,
 };

@@ -5,12 +5,12 @@
 // otherwise `false` and no extensions.
 const http = require('node:http');
 const path = require('node:path');
-const { COMPRESS, METEOR_DEFLATE, ROOT, portArg, ready, exitRules, loadDdp } = require('./common');
+const { COMPRESS, METEOR_DEFLATE, portArg, pkgArg, ready, exitRules, loadDdp } = require('./common');
 
 if (COMPRESS) delete process.env.SERVER_WEBSOCKET_COMPRESSION;
 else process.env.SERVER_WEBSOCKET_COMPRESSION = 'false';
 
-const { createNativeTransport } = require(path.join(ROOT, 'meteor'));
+const { createNativeTransport } = require(path.join(pkgArg(), 'meteor'));
 const ddp = loadDdp();
 const server = http.createServer((req, res) => {
   res.writeHead(404, { 'Content-Type': 'text/plain' });

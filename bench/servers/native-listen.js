@@ -1,9 +1,9 @@
 'use strict';
 // ddp-transport-native's own listener: App({threads:1}).ws('/*') with a thin Meteor-contract shim to
 // the DDP server (the uWS-shaped API used directly, no Meteor adapter).
-const { COMPRESS, MAX_PAYLOAD, METEOR_DEFLATE, ROOT, portArg, ready, exitRules, loadDdp, ShimSocket } = require('./common');
+const { COMPRESS, MAX_PAYLOAD, METEOR_DEFLATE, portArg, pkgArg, ready, exitRules, loadDdp, ShimSocket } = require('./common');
 
-const { App } = require(ROOT);
+const { App } = require(pkgArg());
 const ddp = loadDdp();
 const SOCK = Symbol('sock');
 

@@ -132,6 +132,7 @@ pub fn handshake(data: &[u8]) {
                 &up.accept,
                 up.protocols.first().map(String::as_str),
                 neg.as_ref().map(|n| n.response.as_str()),
+                &[("X-From-App", up.extensions.as_str())],
             );
             assert!(out.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
             assert!(out.ends_with(b"\r\n\r\n"));

@@ -25,7 +25,8 @@ class ListenSocket {
 
 class UApp {
   constructor(options) {
-    this._inner = new TemplatedApp(options);
+    // uWS.js has no admission control: none unless asked for (`admission` in the options).
+    this._inner = new TemplatedApp({ admission: false, ...(options || {}) });
     this._topics = new Topics();
   }
 

@@ -27,7 +27,7 @@ class UWebSocket {
     this._live();
     const r = native.send(this._h, data, isBinary === true, compress === true, kind);
     scheduleFlush();
-    if (r === SendStatus.DROPPED && this._route.behavior.dropped) this._route.behavior.dropped(this, data, isBinary === true);
+    if (r === SendStatus.DROPPED && this._route.behavior.dropped) this._route.behavior.dropped(this, arrayBuffer(data), isBinary === true);
     return r;
   }
 

@@ -1,11 +1,13 @@
 //! native-ws: the pure-Rust WebSocket server core of ddp-transport-native.
 //!
 //! One module per protocol concern:
+//! - [`admission`]: admission control for reconnect storms (upgrades per second, opens waiting).
 //! - [`handshake`]: HTTP/1.1 upgrade parsing (httparse) and validation, 101/error responses.
 //! - [`codec`]: our own RFC 6455 frame codec (fastwebsockets 0.10 rejects RSV1, which
 //!   permessage-deflate needs, so the server's frame reader and writer are ours).
 //! - [`extensions`]: permessage-deflate (RFC 7692) negotiation (offers, [`DeflateConfig`]).
 //! - [`deflate`]: permessage-deflate streams: compressor, bounded inflater, per-thread pools.
+//! - [`target`]: request targets (origin and absolute form) and which are refused.
 //! - [`route`]: route patterns and which one a request path matches.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
 //! - [`proxy`]: the PROXY protocol header (v1, v2) before the upgrade, when turned on.
@@ -14,6 +16,7 @@
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
 //!   connection's socket, TCP or unix (adopted from a Node server listening on a path).
 //! - [`handler`]: the trait the consumer implements (the JS bridge, or a pure-Rust responder).
+//! - [`pacing`]: how long one turn of the consumer's event loop may spend on delivered events.
 //! - [`config`]: per-route settings ([`Behavior`]) and fixed limits; [`stats`]: live counters.
 //!
 //! Data flows socket → codec → message → handler (batched by the consumer) with no back-and-forth.
@@ -21,6 +24,7 @@
 //! Each module's unit tests are in `<module>/tests.rs`; helpers they share (a PRNG, a raw-deflate
 //! stream inspector) are in `testutil`, compiled for tests only.
 
+pub mod admission;
 pub mod codec;
 pub mod config;
 pub mod conn;
@@ -31,15 +35,18 @@ pub mod extensions;
 pub mod handler;
 pub mod handshake;
 pub mod message;
+pub mod pacing;
 pub mod proxy;
 pub mod route;
 pub mod server;
 pub mod stats;
 mod stream;
+pub mod target;
 mod task;
 #[cfg(test)]
 mod testutil;
 
+pub use admission::{Admission, AdmissionConfig};
 pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
 pub use extensions::DeflateConfig;

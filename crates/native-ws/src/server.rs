@@ -2,13 +2,14 @@
 //! adoption of sockets that Node's http.Server already accepted (same port), the internal
 //! loopback listener for sockets without an fd (TLS in Node), and the handshake flow.
 
+use crate::admission::{Admission, AdmissionConfig, Verdict};
 use crate::config::{Behavior, HANDSHAKE_TIMEOUT};
 use crate::conn::Conn;
 use crate::extensions;
 use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
 use crate::proxy;
-use crate::route::path_matches;
+use crate::route;
 use crate::stats::Stats;
 use crate::stream::Stream;
 use crate::task;
@@ -63,6 +64,7 @@ struct Shared {
     pending: Mutex<HashMap<u64, oneshot::Sender<Decision>>>,
     draining: AtomicBool,
     secret: String,
+    admission: Arc<Admission>,
     /// connections to the own listeners start with a PROXY protocol header (required)
     proxy_protocol: AtomicBool,
 }
@@ -114,6 +116,7 @@ impl Server {
                 pending: Mutex::new(HashMap::new()),
                 draining: AtomicBool::new(false),
                 secret: random_secret(),
+                admission: Arc::new(Admission::new(AdmissionConfig::OFF)),
                 proxy_protocol: AtomicBool::new(false),
             }),
             listeners: Mutex::new(Vec::new()),
@@ -134,6 +137,12 @@ impl Server {
 
     pub fn stats(&self) -> &Stats {
         &self.shared.stats
+    }
+
+    /// Admission control (off until configured): its limits, counters, and the door through
+    /// which the consumer reports the first events it took ([`Admission::taken`]).
+    pub fn admission(&self) -> &Arc<Admission> {
+        &self.shared.admission
     }
 
     /// Bind `host:port` (port 0 = any) and accept on the I/O pool. Fails loudly (EADDRINUSE);
@@ -244,6 +253,25 @@ impl Drop for Server {
 }
 
 /// Removes a pending upgrade decision if the handshake is abandoned (timeout, disconnect).
+/// An admitted upgrade that will reach the consumer as an open event: if the handshake ends
+/// before the 101 is written (the client left, the handshake timed out), admission forgets it.
+/// Inert (`false`) for routes with an upgrade hook, whose upgrade event always reaches it.
+struct AdmittedGuard<'a>(&'a Admission, bool);
+
+impl AdmittedGuard<'_> {
+    fn disarm(mut self) {
+        self.1 = false;
+    }
+}
+
+impl Drop for AdmittedGuard<'_> {
+    fn drop(&mut self) {
+        if self.1 {
+            self.0.forget();
+        }
+    }
+}
+
 struct PendingGuard<'a>(&'a Shared, u64);
 
 impl Drop for PendingGuard<'_> {
@@ -264,13 +292,20 @@ async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAdd
 }
 
 async fn refuse(shared: &Shared, stream: &mut Stream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
-    refuse_with(shared, stream, e.status, e.message).await
+    refuse_with::<&str, &str>(shared, stream, e.status, None, &[], e.message).await
 }
 
-async fn refuse_with(shared: &Shared, stream: &mut Stream, status: u16, body: &str) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+async fn refuse_with<N: AsRef<str>, V: AsRef<str>>(
+    shared: &Shared,
+    stream: &mut Stream,
+    status: u16,
+    reason: Option<&str>,
+    headers: &[(N, V)],
+    body: &str,
+) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     Stats::add(&shared.stats.upgrades_rejected, 1);
     let mut out = Vec::new();
-    handshake::write_error(&mut out, status, body);
+    handshake::write_refusal(&mut out, status, reason, headers, body);
     let _ = stream.write_all(&out).await;
     let _ = stream.shutdown().await;
     None
@@ -405,16 +440,22 @@ async fn accept_upgrade(
     }
     let route = {
         let routes = shared.routes.read().unwrap();
-        routes
-            .iter()
-            .position(|(p, _)| path_matches(p, req.path()))
-            .map(|i| (i as u32, routes[i].1.clone()))
+        route::select(routes.iter().map(|(p, _)| p.as_str()), req.path()).map(|i| (i as u32, routes[i].1.clone()))
     };
     let Some((route, behavior)) = route else {
         return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
     };
-    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(&upgrade.extensions, c));
+    // Before the consumer hears of it: hold or refuse over the admission limits.
+    if let Verdict::Refuse { retry_after_s } = shared.admission.admit().await {
+        let retry = retry_after_s.to_string();
+        return refuse_with(shared, stream, 503, None, &[("Retry-After", retry.as_str())], "Server is busy, retry later").await;
+    }
+    // Admitted: pending until the consumer takes the upgrade event (hook) or the open event.
+    let admitted = AdmittedGuard(&shared.admission, !behavior.upgrade_hook);
     let mut protocol = None;
+    // The application's permessage-deflate offer, when it gives one (uWS's res.upgrade argument).
+    let mut offer = None;
+    let mut extra = Vec::new();
     let mut token = 0;
     if behavior.upgrade_hook {
         token = shared.next_token.fetch_add(1, Relaxed);
@@ -440,17 +481,24 @@ async fn accept_upgrade(
             return None;
         };
         match decision {
-            Ok(Decision::Accept { protocol: p }) => {
+            Ok(Decision::Accept { protocol: p, extensions, headers }) => {
                 protocol = p.filter(|p| upgrade.protocols.iter().any(|o| o == p));
+                offer = extensions;
+                extra = headers;
             }
-            Ok(Decision::Reject { status, body }) => return refuse_with(shared, stream, status, &body).await,
+            Ok(Decision::Reject { status, reason, body, headers }) => {
+                return refuse_with(shared, stream, status, reason.as_deref(), &headers, &body).await;
+            }
             Err(_) => return refuse(shared, stream, HttpError { status: 500, message: "Upgrade not answered" }).await,
         }
     }
+    let offered = offer.as_deref().unwrap_or(&upgrade.extensions);
+    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(offered, c));
     let extensions = negotiated.as_ref().map(|n| n.response.clone());
     let mut out = Vec::with_capacity(256);
-    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref());
+    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref(), &extra);
     stream.write_all(&out).await.ok()?;
+    admitted.disarm(); // the open event carries it to the consumer now
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.opened();
     let id = ids::take();

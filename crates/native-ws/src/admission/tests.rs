@@ -1,0 +1,105 @@
+use super::*;
+use std::sync::Arc;
+
+fn cfg(rate: u32, burst: u32, max_pending: u32, hold_ms: u32) -> AdmissionConfig {
+    AdmissionConfig { rate, burst, max_pending, hold_ms, retry_after_s: 3 }
+}
+
+fn counts(a: &Admission) -> (u64, u64, u64) {
+    let s = &a.stats;
+    (s.admitted.load(Relaxed), s.deferred.load(Relaxed), s.refused.load(Relaxed))
+}
+
+#[tokio::test]
+async fn off_admits_everything_at_once() {
+    let a = Admission::new(AdmissionConfig::OFF);
+    let t0 = Instant::now();
+    for _ in 0..10_000 {
+        assert_eq!(a.admit().await, Verdict::Admit);
+    }
+    assert!(t0.elapsed() < Duration::from_secs(1));
+    assert_eq!(counts(&a), (10_000, 0, 0));
+}
+
+#[tokio::test]
+async fn a_quiet_server_admits_a_burst_at_once_then_spreads_the_rest_at_the_rate() {
+    let a = Admission::new(cfg(100, 10, 0, 2000));
+    let t0 = Instant::now();
+    for _ in 0..10 {
+        assert_eq!(a.admit().await, Verdict::Admit);
+    }
+    assert!(t0.elapsed() < Duration::from_millis(50), "the burst waits for nothing");
+    assert_eq!(counts(&a), (10, 0, 0));
+    // the next five wait for their slots: 10 ms apart
+    for _ in 0..5 {
+        assert_eq!(a.admit().await, Verdict::Admit);
+    }
+    let took = t0.elapsed();
+    assert!(took >= Duration::from_millis(40), "5 more at 100/s took {took:?}");
+    assert_eq!(counts(&a), (15, 5, 0));
+}
+
+#[tokio::test]
+async fn upgrades_whose_slot_is_further_than_hold_are_refused_at_once_with_retry_after() {
+    let a = Arc::new(Admission::new(cfg(10, 1, 0, 250)));
+    // slots at 0, 100, 200 ms fit within a 250 ms hold; the fourth (300 ms) does not
+    let held: Vec<_> = (0..3).map(|_| { let a = a.clone(); tokio::spawn(async move { a.admit().await }) }).collect();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let t0 = Instant::now();
+    assert_eq!(a.admit().await, Verdict::Refuse { retry_after_s: 3 });
+    assert!(t0.elapsed() < Duration::from_millis(50), "refused without holding");
+    for h in held {
+        assert_eq!(h.await.unwrap(), Verdict::Admit);
+    }
+    assert_eq!(counts(&a), (3, 2, 1));
+}
+
+#[tokio::test]
+async fn pending_open_events_hold_new_upgrades_until_the_consumer_takes_one() {
+    let a = Arc::new(Admission::new(cfg(0, 1, 2, 400)));
+    assert_eq!(a.admit().await, Verdict::Admit);
+    assert_eq!(a.admit().await, Verdict::Admit);
+    assert_eq!(a.pending(), 2);
+    let third = { let a = a.clone(); tokio::spawn(async move { a.admit().await }) };
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(!third.is_finished(), "held while two open events wait");
+    a.taken();
+    assert_eq!(third.await.unwrap(), Verdict::Admit);
+    assert_eq!(a.pending(), 2);
+    // nobody takes anything: the next one is refused after the hold
+    let t0 = Instant::now();
+    assert_eq!(a.admit().await, Verdict::Refuse { retry_after_s: 3 });
+    assert!(t0.elapsed() >= Duration::from_millis(350), "held for the hold time first");
+    assert_eq!(counts(&a), (3, 2, 1));
+    // forgetting (the client left before its 101) frees a slot as taking does
+    a.forget();
+    a.forget();
+    a.forget(); // never below zero
+    assert_eq!(a.pending(), 0);
+}
+
+#[tokio::test]
+async fn after_a_storm_a_quiet_server_admits_again_without_waiting() {
+    let a = Arc::new(Admission::new(cfg(50, 5, 0, 100)));
+    // 20 at once: 5 pass, the next 5 fit within 100 ms at 50/s, the rest are refused
+    let storm: Vec<_> = (0..20).map(|_| { let a = a.clone(); tokio::spawn(async move { a.admit().await }) }).collect();
+    let mut refused = 0;
+    for h in storm {
+        if h.await.unwrap() != Verdict::Admit {
+            refused += 1;
+        }
+    }
+    assert!((9..=11).contains(&refused), "a storm over rate × hold is refused in part: {refused}");
+    tokio::time::sleep(Duration::from_millis(300)).await; // the bucket refills (5 slots at 50/s = 100 ms)
+    let t0 = Instant::now();
+    for _ in 0..5 {
+        assert_eq!(a.admit().await, Verdict::Admit);
+    }
+    assert!(t0.elapsed() < Duration::from_millis(30));
+}
+
+#[test]
+fn the_default_is_on_and_off_is_off() {
+    assert!(!AdmissionConfig::default().is_off());
+    assert!(AdmissionConfig::OFF.is_off());
+}
