@@ -123,16 +123,26 @@ class TemplatedApp {
     this._native.settle();
   }
 
-  /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped. */
+  /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped.
+   *  Past the budget it stops between two sockets' events, so one socket's run (a read's
+   *  pipelined messages) is handled in one turn, unless that run alone has taken a budget. */
   _dispatch(batch, i) {
     // After app.close() every socket is closed and its close handler ran; events still queued
     // in Rust are void (a socket whose open never reached JS gets neither open nor close).
     const deadline = this._turn + TURN_BUDGET_MS;
+    let runId = -1;
+    let runStart = 0;
     for (; i < batch.length && !this._closed; i += 2) {
       const tag = batch[i];
       const v = batch[i + 1];
       const kind = tag % Event.KINDS;
       const id = (tag - kind) / Event.KINDS;
+      if (id !== runId) {
+        const now = performance.now();
+        if (runId !== -1 && now >= deadline) return i;
+        runId = id;
+        runStart = now;
+      }
       try {
         if (kind === Event.TEXT || kind === Event.BINARY) {
           const ws = this._sockets.get(id);
@@ -162,7 +172,7 @@ class TemplatedApp {
         // uncaught exception, as it would from any Node event handler.
         process.nextTick(rethrow, err);
       }
-      if (performance.now() >= deadline) return i + 2;
+      if (performance.now() - runStart >= TURN_BUDGET_MS) return i + 2;
     }
     return i;
   }

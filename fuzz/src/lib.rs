@@ -139,7 +139,9 @@ pub fn handshake(data: &[u8]) {
             // Values from the request can never inject lines into the response.
             let head = &out[..out.len() - 4];
             let lines = head.split(|&b| b == b'\n').count();
-            let expected = 4 + usize::from(!up.protocols.is_empty()) + usize::from(neg.is_some());
+            // the status line, Upgrade, Connection, Sec-WebSocket-Accept, the application's header
+            // (a value taken from the request here), then protocol and extensions when chosen
+            let expected = 5 + usize::from(!up.protocols.is_empty()) + usize::from(neg.is_some());
             assert_eq!(lines, expected, "101 response has extra lines: {:?}", String::from_utf8_lossy(&out));
         }
         Err(e) => {
