@@ -298,6 +298,8 @@ test('/uws without proxyProtocol: getProxiedRemoteAddress* are empty', async () 
   try {
     const ws = new WebSocket(`ws://127.0.0.1:${port}/`);
     await deadline(new Promise((r, j) => { ws.on('open', r); ws.on('error', j); }), 5000, 'open');
+    // the client hears the 101 before the server's open handler runs: wait for it
+    await waitFor(() => got.length >= 4, { label: 'open handler' });
     ws.terminate();
     assert.deepEqual(got, [0, '', 0, '']);
   } finally {
