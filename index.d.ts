@@ -15,6 +15,11 @@ export enum SendStatus {
 export interface AppOptions {
   /** I/O threads owning the sockets (tokio workers). Integer 1..16, default 1. */
   threads?: number;
+  /** Connections to the app's own listener (`listen()`) must open with a PROXY protocol header
+   *  (v1 or v2, as HAProxy's `send-proxy`/`send-proxy-v2` or a cloud network load balancer send
+   *  it); the client it names is then the socket's remote address. A connection without a valid
+   *  header is closed unanswered. Not with `attach()` (throws). Default false. */
+  proxyProtocol?: boolean;
   /** Admission control for reconnect storms, in the core before any JS runs: `true`/omitted =
    *  the defaults (on), `false` = off, or limits merged over the defaults. */
   admission?: boolean | AdmissionOptions;
@@ -71,7 +76,8 @@ export interface UpgradeRequest {
   /** Lower-case header names; repeated headers are joined with ", ". */
   headers: Record<string, string>;
   /** As Node's `socket.remoteAddress` for the same connection (`::ffff:a.b.c.d` for an IPv4 client
-   *  of a dual-stack listener); undefined on a unix socket. */
+   *  of a dual-stack listener); undefined on a unix socket. With `proxyProtocol`, the client the
+   *  PROXY header named (the TCP peer when it named none: LOCAL, UNKNOWN). */
   remoteAddress: string | undefined;
   remotePort: number | undefined;
   /** Offered subprotocols (Sec-WebSocket-Protocol), in order. */
@@ -80,11 +86,20 @@ export interface UpgradeRequest {
   extensions: string;
 }
 
+/** Response headers: `{ name: value }` (an array value repeats the header) or [name, value] pairs. */
+export type AnswerHeaders = Record<string, string | string[]> | Array<[string, string]>;
+
 export interface UpgradeResponse<UserData> {
-  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered. */
-  accept(userData?: UserData, protocol?: string): void;
-  /** Refuse it with an HTTP status (default 403) and a text/plain body. */
-  reject(status?: number, body?: string): void;
+  /** Accept the upgrade; `userData` becomes `ws.getUserData()`; `protocol` is echoed if offered.
+   *  `headers` go into the 101 response (not Upgrade, Connection or Sec-WebSocket-*, which the
+   *  handshake writes); `extensions`: negotiate permessage-deflate from this offer instead of the
+   *  request's (`""`: no compression for this client). A header name that is not an HTTP token,
+   *  or a value with CR/LF/NUL, throws. */
+  accept(userData?: UserData, protocol?: string, options?: { headers?: AnswerHeaders; extensions?: string }): void;
+  /** Refuse it with an HTTP status 200..599 (otherwise, and by default, 403), `statusText` as the
+   *  reason phrase (default: the standard one), `headers` (a Content-Type replaces text/plain;
+   *  Content-Length and Connection are the core's) and a body. */
+  reject(status?: number, body?: string, options?: { headers?: AnswerHeaders; statusText?: string }): void;
   /** `cb` runs if the client goes away before accept/reject; answering after that does nothing. */
   onAborted(cb: () => void): this;
 }
@@ -140,7 +155,8 @@ export interface WebSocket<UserData = Record<string, unknown>> {
   /** The peer's address exactly as Node's `socket.remoteAddress` writes it for the same connection
    *  (IPv4-mapped `::ffff:a.b.c.d` for an IPv4 client of a dual-stack `::` listener, plain IPv6,
    *  plain IPv4); undefined when the server listens on a unix socket path (read
-   *  `X-Forwarded-For` there). */
+   *  `X-Forwarded-For` there). With `proxyProtocol`, the client the PROXY header named (the TCP
+   *  peer when it named none: LOCAL, UNKNOWN). */
   getRemoteAddressAsText(): string | undefined;
   /** undefined on a unix socket. */
   getRemotePort(): number | undefined;

@@ -2,6 +2,13 @@
 // Differences from uWS.js: see the README, "uWebSockets.js compatibility".
 /// <reference types="node" />
 
+/** The context handed to the upgrade handler, passed back to `res.upgrade` (opaque, as in uWS.js). */
+export interface us_socket_context_t {}
+/** A socket handle (uWS.js types `us_socket_local_port` with it; a listen socket is one here). */
+export interface us_socket {}
+/** The `compression` bit flags (DISABLED, SHARED_COMPRESSOR, …). */
+export type CompressOptions = number;
+
 export type RecognizedString = string | ArrayBuffer | Uint8Array | Int8Array | Uint16Array | Int16Array | Uint32Array | Int32Array | Float32Array | Float64Array | DataView;
 
 export interface WebSocket<UserData> {
@@ -27,6 +34,10 @@ export interface WebSocket<UserData> {
   /** 4 bytes (IPv4) or 16 bytes (IPv6, IPv4-mapped included). */
   getRemoteAddress(): ArrayBuffer;
   getRemoteAddressAsText(): ArrayBuffer;
+  /** The client a PROXY header named (`App({ proxyProtocol: true })`), encoded as
+   *  getRemoteAddress(); an empty ArrayBuffer without one. (uWS.js v20 has these on HttpResponse only.) */
+  getProxiedRemoteAddress(): ArrayBuffer;
+  getProxiedRemoteAddressAsText(): ArrayBuffer;
   getUserData(): UserData;
 }
 
@@ -36,6 +47,7 @@ export interface HttpRequest {
   getUrl(): string;
   getMethod(): string;
   getCaseSensitiveMethod(): string;
+  /** undefined when the URL has no query (as uWS.js returns; its types say string). */
   getQuery(): string | undefined;
   getQuery(key: string): string | undefined;
   forEach(cb: (key: string, value: string) => void): void;
@@ -43,22 +55,34 @@ export interface HttpRequest {
 }
 
 export interface HttpResponse {
-  /** Refusal status ("401 Unauthorized"); statuses outside 400–599 are served as 403. */
+  /** The status line of a refusal ("401 Unauthorized", "302 Found"; 200 when none is written;
+   *  outside 200–599 served as 403), or "101 Switching Protocols" before a 101's headers. */
   writeStatus(status: RecognizedString): HttpResponse;
-  /** Accepted; not sent with a refusal. */
+  /** Sent with the answer: the 101 of `upgrade` (not its own Upgrade/Connection/Sec-WebSocket-*
+   *  headers), or the refusal of `end`. */
   writeHeader(key: RecognizedString, value: RecognizedString): HttpResponse;
+  /** Refuse the upgrade: the status and headers written, then `body`. */
   end(body?: RecognizedString): HttpResponse;
-  upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString, secWebSocketExtensions: RecognizedString, context: unknown): void;
+  write(chunk: RecognizedString): boolean;
+  endWithoutBody(): HttpResponse;
+  /** permessage-deflate is negotiated from `secWebSocketExtensions` (pass the request's header,
+   *  or "" for none), as in uWS.js. */
+  upgrade<UserData>(userData: UserData, secWebSocketKey: RecognizedString, secWebSocketProtocol: RecognizedString, secWebSocketExtensions: RecognizedString, context: us_socket_context_t): void;
   onAborted(handler: () => void): HttpResponse;
   cork(cb: () => void): HttpResponse;
   getRemoteAddress(): ArrayBuffer;
   getRemoteAddressAsText(): ArrayBuffer;
+  /** The client a PROXY header named (`App({ proxyProtocol: true })`); an empty ArrayBuffer without one. */
+  getProxiedRemoteAddress(): ArrayBuffer;
+  getProxiedRemoteAddressAsText(): ArrayBuffer;
+  /** Arbitrary data may be attached (e.g. `res.aborted = true` in onAborted), as in uWS.js. */
+  [key: string]: any;
 }
 
 export interface WebSocketBehavior<UserData> {
   /** uWS bit flags (DISABLED, SHARED_COMPRESSOR, DEDICATED_COMPRESSOR_xKB | …_DECOMPRESSOR…) or
    *  the main API's compression object. */
-  compression?: number | boolean | import('./index').CompressionOptions;
+  compression?: CompressOptions | boolean | import('./index').CompressionOptions;
   /** Default 16 KiB. */
   maxPayloadLength?: number;
   /** Seconds; 0 or 8..86400. Default 120. */
@@ -69,10 +93,11 @@ export interface WebSocketBehavior<UserData> {
   sendPingsAutomatically?: boolean;
   /** Minutes (0 = off): the socket is closed (as close()) after that long. */
   maxLifetime?: number;
-  upgrade?: (res: HttpResponse, req: HttpRequest, context: unknown) => void;
-  open?: (ws: WebSocket<UserData>) => void;
-  message?: (ws: WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) => void;
-  dropped?: (ws: WebSocket<UserData>, message: RecognizedString, isBinary: boolean) => void;
+  upgrade?: (res: HttpResponse, req: HttpRequest, context: us_socket_context_t) => void | Promise<void>;
+  open?: (ws: WebSocket<UserData>) => void | Promise<void>;
+  message?: (ws: WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) => void | Promise<void>;
+  /** A message send() refused (DROPPED), as an ArrayBuffer. */
+  dropped?: (ws: WebSocket<UserData>, message: ArrayBuffer, isBinary: boolean) => void | Promise<void>;
   drain?: (ws: WebSocket<UserData>) => void;
   /** A ping received (the core has answered it already) / a pong received. */
   ping?: (ws: WebSocket<UserData>, message: ArrayBuffer) => void;
@@ -86,7 +111,7 @@ export interface us_listen_socket { readonly port: number }
 export interface TemplatedApp {
   ws<UserData>(pattern: string, behavior: WebSocketBehavior<UserData>): TemplatedApp;
   listen(port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
-  listen(host: string, port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
+  listen(host: RecognizedString, port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
   listen(port: number, options: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
   publish(topic: RecognizedString, message: RecognizedString, isBinary?: boolean, compress?: boolean): boolean;
   numSubscribers(topic: RecognizedString): number;
@@ -94,8 +119,14 @@ export interface TemplatedApp {
 }
 
 /** `admission`: the main API's admission control (see index.d.ts); off unless given here, as
- *  uWS.js has none. */
-export interface AppOptions { threads?: number; admission?: boolean | import('./index').AdmissionOptions }
+ *  uWS.js has none. `proxyProtocol`: ours (uWS.js has PROXY support only as a build flag):
+ *  connections to listen() must open with a PROXY protocol v1 or v2 header; without a valid one
+ *  they are closed. Not with SSLApp. */
+export interface AppOptions {
+  threads?: number;
+  admission?: boolean | import('./index').AdmissionOptions;
+  proxyProtocol?: boolean;
+}
 export interface SSLAppOptions extends AppOptions { key_file_name: string; cert_file_name: string; passphrase?: string }
 
 export function App(options?: AppOptions): TemplatedApp;

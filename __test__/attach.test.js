@@ -94,16 +94,18 @@ function run(cmd, args, { cwd, timeout = 30000 } = {}) {
 
 let certPromise = null;
 let certDir = null;
-/** A self-signed cert made once per file with the openssl CLI: {keyFile, certFile}. */
+/** A self-signed cert made once per file with the openssl CLI: {keyFile, certFile}, or null without openssl. */
 function selfSignedCert() {
   if (!certPromise) {
     certDir = fs.mkdtempSync(path.join(os.tmpdir(), 'dtn-attach-'));
     certPromise = run('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', 'k.pem', '-out', 'c.pem',
       '-days', '1', '-subj', '/CN=localhost'], { cwd: certDir })
-      .then(() => ({ keyFile: path.join(certDir, 'k.pem'), certFile: path.join(certDir, 'c.pem') }));
+      .then(() => ({ keyFile: path.join(certDir, 'k.pem'), certFile: path.join(certDir, 'c.pem') }),
+        (e) => { if (e.code === 'ENOENT') return null; throw e; });
   }
   return certPromise;
 }
+const NO_OPENSSL = 'openssl not installed: apt-get install -y openssl';
 after(() => { if (certDir) fs.rmSync(certDir, { recursive: true, force: true }); });
 
 const describeListeners = (l) => l.map((x) => `${x.address}:${x.port}`).join(', ');
@@ -278,8 +280,10 @@ test('other upgrade listeners: a ws noServer /hmr handler registered AFTER attac
 // ---- https: the internal loopback listener ---------------------------------------------------
 
 test('https fallback: wss echo (text + 1 MiB binary) through attach(https.Server); real peer address via the preamble; the internal listener opens lazily', { timeout: 60000 }, async (t) => {
+  const cert = await selfSignedCert();
+  if (!cert) return t.skip(NO_OPENSSL);
   const s = scope(t);
-  const { keyFile, certFile } = await selfSignedCert();
+  const { keyFile, certFile } = cert;
   const { child, port } = await startChild(s, { MODE: 'https', KEY_FILE: keyFile, CERT_FILE: certFile, REPORT_OPENS: '1' }, 55000);
   let l = listeningSockets(child.pid);
   assert.deepEqual(l.map((x) => x.port), [port], `before the first TLS upgrade: ${describeListeners(l)}`);
@@ -340,8 +344,10 @@ async function rawExchange(port, text, timeout = 13000) {
 }
 
 test('the internal listener refuses connections without the secret preamble (no upgrade)', { timeout: 60000 }, async (t) => {
+  const cert = await selfSignedCert();
+  if (!cert) return t.skip(NO_OPENSSL);
   const s = scope(t);
-  const { keyFile, certFile } = await selfSignedCert();
+  const { keyFile, certFile } = cert;
   const { child, port } = await startChild(s, { MODE: 'https', KEY_FILE: keyFile, CERT_FILE: certFile, REPORT_OPENS: '1' }, 55000);
   const c = await s.ws(`wss://127.0.0.1:${port}/websocket`, { rejectUnauthorized: false });
   c.ws.send('x');

@@ -1,16 +1,15 @@
 'use strict';
 // The demo page in headless Chromium: the browser's own WebSocket to /websocket on the page's port,
 // DDP connect, echo "hello" with its round trip, and permessage-deflate negotiated by default.
-// Chromium must be installed (/usr/bin/chromium; CI installs it): a missing browser FAILS this test.
+// The browser comes from CHROMIUM_PATH, a system Chromium, or else the npm devDependency
+// @sparticuz/chromium (helpers/browser.js), so `npm install` is enough: no browser FAILS this test.
 
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('node:fs');
-const os = require('node:os');
-const path = require('node:path');
 const { withTimeout } = require('./helpers/meteor-util');
+const { launchChromium } = require('./helpers/browser');
 
-const CHROMIUM = '/usr/bin/chromium';
 const savedCompression = process.env.SERVER_WEBSOCKET_COMPRESSION;
 let demo;
 let browser;
@@ -28,23 +27,18 @@ after(async () => {
   if (savedCompression !== undefined) process.env.SERVER_WEBSOCKET_COMPRESSION = savedCompression;
 });
 
-test('demo page echoes "hello" over a native WebSocket with permessage-deflate', { timeout: 120000 }, async () => {
-  assert.ok(fs.existsSync(CHROMIUM), `${CHROMIUM} is required (apt-get install -y chromium)`);
-  const { chromium } = require('playwright-core');
-  userDataDir = fs.mkdtempSync(path.join(os.tmpdir(), 'ddp-native-chromium-'));
-  const context = await chromium.launchPersistentContext(userDataDir, {
-    executablePath: CHROMIUM,
-    headless: true,
-    args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync'],
-    timeout: 60000,
-  });
+test('demo page echoes "hello" over a native WebSocket with permessage-deflate', { timeout: 120000 }, async (t) => {
+  const launched = await launchChromium({ timeout: 60000 });
+  userDataDir = launched.userDataDir;
+  const { context } = launched;
   browser = context; // closing the persistent context closes the browser
   const page = context.pages()[0] || await context.newPage();
 
   const sockets = [];
   page.on('websocket', (ws) => sockets.push(ws.url()));
   const cdp = await context.newCDPSession(page);
+  const { product } = await cdp.send('Browser.getVersion');
+  t.diagnostic(`${product} from ${launched.chromium.source}`);
   await cdp.send('Network.enable');
   const handshakes = [];
   cdp.on('Network.webSocketHandshakeResponseReceived', (e) => handshakes.push(e.response));

@@ -297,6 +297,32 @@ test('upgrade hook reject() without arguments is a 403', T, async (t) => {
   assert.equal(r.status, 403);
 });
 
+test('upgrade hook answers with headers: accept(…, { headers, extensions }) and reject(…, { headers, statusText })', T, async (t) => {
+  const s = scope(t);
+  const { port } = await s.app({
+    compression: true,
+    upgrade(r, res) {
+      if (r.url === '/moved') return res.reject(307, '', { headers: { Location: '/there', 'Set-Cookie': ['a=1', 'b=2'] }, statusText: 'Go There' });
+      if (r.url === '/bad') {
+        assert.throws(() => res.accept({}, undefined, { headers: { 'Bad Name': 'x' } }), /"Bad Name" is not a valid HTTP header name/);
+        assert.throws(() => res.accept({}, undefined, { headers: [['X-A', 'a\r\nX-B: b']] }), /the value of X-A contains CR, LF or NUL/);
+        return res.reject(418);
+      }
+      res.accept({}, undefined, { headers: [['X-Hello', 'world']], extensions: r.url === '/plain' ? '' : undefined });
+    },
+    open(ws) { ws.send('open'); },
+  });
+  const c = await s.ws(`ws://127.0.0.1:${port}/`, { perMessageDeflate: true });
+  assert.equal(c.upgrade.headers['x-hello'], 'world');
+  assert.match(c.ws.extensions, /^permessage-deflate/);
+  const plain = await s.ws(`ws://127.0.0.1:${port}/plain`, { perMessageDeflate: true });
+  assert.equal(plain.ws.extensions, '', 'extensions "" negotiates nothing');
+  const moved = await wsExpectRejected(`ws://127.0.0.1:${port}/moved`);
+  assert.deepEqual([moved.status, moved.statusMessage, moved.headers.location, moved.headers['set-cookie']], [307, 'Go There', '/there', ['a=1', 'b=2']]);
+  const bad = await wsExpectRejected(`ws://127.0.0.1:${port}/bad`);
+  assert.equal(bad.status, 418);
+});
+
 test('subprotocol: offered list reaches the hook in order; the chosen one is echoed', T, async (t) => {
   const s = scope(t);
   let offered;

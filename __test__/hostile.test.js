@@ -1,7 +1,7 @@
 'use strict';
 // Hostile peers II (issue 15): ping floods and non-reading writers cannot grow server memory,
-// a client closed for backpressure is told why (1013), absolute-form targets, HTTP/1.0 refused
-// alike on both entry points, memory given back after a burst. Servers that are measured run
+// a client closed for backpressure is told why (1013), absolute-form targets, HTTP/1.0 and
+// malformed request targets refused alike on every entry point, memory given back after a burst. Servers that are measured run
 // in a child process (helpers/hostile-server.js), on their own listener and attached.
 
 const { test } = require('node:test');
@@ -172,6 +172,43 @@ test('HTTP/1.0 upgrade: 400 "HTTP/1.1 required" on both entry points (RFC 6455 Â
   }
   assert.deepEqual(answers.own, { status: 400, body: 'HTTP/1.1 required' });
   assert.deepEqual(answers.attach, answers.own);
+});
+
+test('malformed request targets: 400 "Invalid request target" alike on the own listener, attach() and the Meteor adapter; the process survives', { timeout: 60000 }, async (t) => {
+  const s = scope(t);
+  // Meteor's uws transport throws on the first (new URL('http://%')) and takes the process down.
+  const targets = ['http://%', 'http://%/echo', '*', '/echo%zz', '/echo%', '/echo?x=%zz', 'http://h:99999/echo', '/echo#f'];
+  const http = require('node:http');
+  const { createNativeTransport } = require('../meteor');
+  const server = http.createServer((req, res) => res.end('app'));
+  createNativeTransport({ settings: {} }).setup(server, '', { websocketExtensions: () => [] });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  t.after(() => { server.closeAllConnections(); server.close(); });
+  const ports = { meteor: server.address().port };
+  const children = {};
+  for (const mode of MODES) {
+    const { child, port } = await startChild(s, { mode });
+    ports[mode] = port;
+    children[mode] = child;
+  }
+  for (const target of targets) {
+    for (const [where, port] of Object.entries(ports)) {
+      const text = upgradeRequestText({ path: target, key: 'dGhlIHNhbXBsZSBub25jZQ==' });
+      const res = await rawHttp(port, text);
+      assert.deepEqual({ status: res.status, body: String(res.body) }, { status: 400, body: 'Invalid request target' }, `${where} ${target}`);
+    }
+  }
+  // A valid origin-form path that URL parsers take for an authority is routed as a path.
+  const own = await rawHttp(ports.own, upgradeRequestText({ path: '//invalid:99999', key: 'dGhlIHNhbXBsZSBub25jZQ==' }));
+  assert.equal(own.status, 404);
+  for (const mode of MODES) {
+    const st = await children[mode].request({ cmd: 'stats' });
+    assert.equal(st.stats.upgradesAccepted, 0, `${mode}: no upgrade`);
+  }
+  // Still serving.
+  const c = new WebSocket(`ws://127.0.0.1:${ports.attach}/echo`);
+  await new Promise((resolve, reject) => { c.on('open', resolve); c.on('error', reject); });
+  c.close();
 });
 
 test('a second setup() of the Meteor adapter on one server path, or a second attach() of one app, throws naming the path', async (t) => {

@@ -174,7 +174,7 @@ function percentile(sorted, p) {
 }
 
 test('nginx (README config) in front of two instances: SIGTERM one, its clients move in batches, no method call lost, 503s retried', {
-  skip: NGINX ? false : 'nginx is not installed (apt-get install nginx; .ci/run installs it)',
+  skip: NGINX ? false : 'nginx not installed: apt-get install -y nginx (.ci/run installs it)',
   timeout: 60000,
 }, async (t) => {
   const started = performance.now();

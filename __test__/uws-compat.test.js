@@ -158,7 +158,10 @@ test('backpressure: getBufferedAmount, dropped and drain handlers', async () => 
   const { app, port } = await serve('/*', {
     maxBackpressure: 64 * 1024,
     message: (ws) => { const big = Buffer.alloc(1 << 20); for (let i = 0; i < 50; i++) ws.send(big, true); assert.ok(ws.getBufferedAmount() > 0); },
-    dropped: () => dropped++,
+    dropped: (ws, m, isBinary) => {
+      // uWS hands the refused message back as an ArrayBuffer
+      if (m instanceof ArrayBuffer && m.byteLength === 1 << 20 && isBinary === true) dropped++;
+    },
     drain: () => drained++,
   });
   const c = connect(port);
@@ -182,11 +185,17 @@ test('maxLifetime and all uWS behaviour keys are accepted', () => {
   uws.App().ws('/*', { maxLifetime: 1, dropped() {}, subscription() {}, ping() {}, pong() {}, closeOnBackpressureLimit: true, sendPingsAutomatically: false }).close();
 });
 
-test('SSLApp: TLS with key/cert files, a wss client', async () => {
+test('SSLApp: TLS with key/cert files, a wss client', async (t) => {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'uws-tls-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
   const key = path.join(dir, 'key.pem');
   const cert = path.join(dir, 'cert.pem');
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost'], { stdio: 'ignore' });
+  try {
+    execFileSync('openssl', ['req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', key, '-out', cert, '-days', '1', '-subj', '/CN=localhost'], { stdio: 'ignore' });
+  } catch (e) {
+    if (e.code === 'ENOENT') return t.skip('openssl not installed: apt-get install -y openssl');
+    throw e;
+  }
   const app = uws.SSLApp({ key_file_name: key, cert_file_name: cert }).ws('/*', { message: (ws, m) => ws.send(m) });
   const port = await new Promise((r) => app.listen('127.0.0.1', 0, (t) => r(uws.us_socket_local_port(t))));
   const c = new WebSocket(`wss://127.0.0.1:${port}/x`, { rejectUnauthorized: false });
@@ -196,4 +205,109 @@ test('SSLApp: TLS with key/cert files, a wss client', async () => {
   assert.strictEqual(got, 'secure');
   c.close();
   app.close();
+});
+
+// ---------------------------------------------------------------------------------------------
+// Parity with real uWS.js: each scenario runs against this surface and uws-pack, same assertions.
+
+let realUws = null;
+let realWhyNot = '';
+test.before(async () => {
+  try {
+    realUws = await import('uws-pack');
+  } catch (e) {
+    realWhyNot = e.message;
+  }
+});
+
+/** Run `scenario(impl)` against ours and against uws-pack (skipped, saying why, if it does not load). */
+function both(name, scenario) {
+  test(`${name} (this surface)`, () => scenario(uws));
+  test(`${name} (uws-pack)`, (t) => (realUws ? scenario(realUws) : t.skip(`uws-pack did not load: ${realWhyNot}`)));
+}
+
+function serveWith(impl, routes) {
+  return new Promise((resolve) => {
+    const app = impl.App();
+    for (const [pattern, behavior] of routes) app.ws(pattern, behavior);
+    app.listen('127.0.0.1', 0, (t) => resolve({ app, port: impl.us_socket_local_port(t), token: t }));
+  });
+}
+
+/** Open a ws client; resolves with its 101 response and negotiated extensions, or the refusal. */
+function handshake(port, p, opts = {}) {
+  return new Promise((resolve, reject) => {
+    const ws = new WebSocket(`ws://127.0.0.1:${port}${p}`, { perMessageDeflate: false, ...opts });
+    let upgrade = null;
+    ws.on('upgrade', (res) => { upgrade = res; });
+    ws.on('message', (d) => { ws.close(); resolve({ upgrade, extensions: ws.extensions, first: d.toString() }); });
+    ws.on('unexpected-response', (req, res) => {
+      let body = '';
+      res.on('data', (d) => { body += d; });
+      res.on('end', () => resolve({ refused: { status: res.statusCode, message: res.statusMessage, headers: res.headers, body } }));
+    });
+    ws.on('error', (e) => { if (!e.message.startsWith('Unexpected server response')) reject(e); });
+  });
+}
+
+both('res.upgrade: the extensions argument decides ("" turns compression off for that client)', async (impl) => {
+  const { app, port } = await serveWith(impl, [['/*', {
+    compression: impl.SHARED_COMPRESSOR,
+    upgrade: (res, req, context) => {
+      const ext = req.getUrl() === '/off' ? '' : req.getHeader('sec-websocket-extensions');
+      res.upgrade({}, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), ext, context);
+    },
+    open: (ws) => ws.send('hi'),
+  }]]);
+  try {
+    const on = await handshake(port, '/on', { perMessageDeflate: true });
+    assert.match(on.extensions, /^permessage-deflate/);
+    const off = await handshake(port, '/off', { perMessageDeflate: true });
+    assert.strictEqual(off.extensions, '');
+    assert.strictEqual(off.upgrade.headers['sec-websocket-extensions'], undefined);
+  } finally {
+    app.close();
+  }
+});
+
+both('headers written before res.upgrade are in the 101; a refusal sends its status line, headers and body', async (impl) => {
+  const { app, port } = await serveWith(impl, [['/*', {
+    upgrade: (res, req, context) => {
+      const url = req.getUrl();
+      if (url === '/no') return void res.writeStatus('401 Unauthorized').writeHeader('x-why', 'nope').end('go away');
+      if (url === '/moved') return void res.writeStatus('302 Found').writeHeader('Location', '/elsewhere').end();
+      if (url === '/plain') return void res.end('just this');
+      res.writeStatus('101 Switching Protocols').writeHeader('x-hello', 'world').writeHeader('set-cookie', 'a=1');
+      res.upgrade({}, req.getHeader('sec-websocket-key'), req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
+    },
+    open: (ws) => ws.send('open'),
+  }]]);
+  try {
+    const ok = await handshake(port, '/yes');
+    assert.strictEqual(ok.first, 'open');
+    assert.strictEqual(ok.upgrade.headers['x-hello'], 'world');
+    assert.deepStrictEqual(ok.upgrade.headers['set-cookie'], ['a=1']);
+    const no = (await handshake(port, '/no')).refused;
+    assert.deepStrictEqual([no.status, no.message, no.headers['x-why'], no.body], [401, 'Unauthorized', 'nope', 'go away']);
+    const moved = (await handshake(port, '/moved')).refused;
+    assert.deepStrictEqual([moved.status, moved.message, moved.headers.location, moved.body], [302, 'Found', '/elsewhere', '']);
+    const plain = (await handshake(port, '/plain')).refused;
+    assert.deepStrictEqual([plain.status, plain.body], [200, 'just this']);
+  } finally {
+    app.close();
+  }
+});
+
+both('route priority: static, then parameter, then wildcard, whatever the order of ws() calls', async (impl) => {
+  const named = (name) => ({ open: (ws) => ws.send(name) });
+  const { app, port } = await serveWith(impl, [
+    ['/a/*', named('/a/*')], ['/a/:p', named('/a/:p')], ['/a/static', named('/a/static')], ['/*', named('/*')],
+  ]);
+  try {
+    const got = [];
+    for (const p of ['/a/static', '/a/x', '/a/x/y', '/b', '/a/']) got.push([p, (await handshake(port, p)).first]);
+    assert.deepStrictEqual(got, [['/a/static', '/a/static'], ['/a/x', '/a/:p'], ['/a/x/y', '/a/*'], ['/b', '/*'], ['/a/', '/a/*']]);
+  } finally {
+    app.close();
+  }
 });

@@ -14,7 +14,7 @@ function rethrow(err) {
 
 class TemplatedApp {
   constructor(options) {
-    const { threads, admission } = O.appOptions(options);
+    const { threads, admission, proxyProtocol } = O.appOptions(options);
     // The bridge calls this with a batch `tag, value, ...`, or with no arguments at the end of a
     // delivery: then it settles after this event-loop turn's other I/O (src/bridge.rs, fairness).
     // A batch's handlers stop when the turn's budget (TURN_BUDGET_MS) is spent; the rest of the
@@ -31,6 +31,8 @@ class TemplatedApp {
       return this._deliver(batch);
     });
     this._native.setAdmission(admission);
+    this._proxyProtocol = proxyProtocol;
+    if (proxyProtocol) this._native.setProxyProtocol(true);
     this._routes = [];
     this._sockets = new Map();
     this._userData = new Map();
@@ -70,6 +72,9 @@ class TemplatedApp {
 
   attach(server, options) {
     const { paths } = O.attachOptions(server, options, this._routes.map((r) => r.pattern));
+    if (this._proxyProtocol) {
+      throw new Error('attach: App option proxyProtocol works on the app\'s own listener (listen()) only; the connections of an attached server (and of a /uws SSLApp, which attaches to an https.Server) are read by Node first, which does not speak the PROXY protocol');
+    }
     if (this._attached.some((a) => a.server === server)) {
       throw new Error(`attach: this app is already attached to this server (paths ${paths.join(', ')}); attach it once`);
     }
@@ -119,16 +124,26 @@ class TemplatedApp {
     this._native.settle();
   }
 
-  /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped. */
+  /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped.
+   *  Past the budget it stops between two sockets' events, so one socket's run (a read's
+   *  pipelined messages) is handled in one turn, unless that run alone has taken a budget. */
   _dispatch(batch, i) {
     // After app.close() every socket is closed and its close handler ran; events still queued
     // in Rust are void (a socket whose open never reached JS gets neither open nor close).
     const deadline = this._turn + TURN_BUDGET_MS;
+    let runId = -1;
+    let runStart = 0;
     for (; i < batch.length && !this._closed; i += 2) {
       const tag = batch[i];
       const v = batch[i + 1];
       const kind = tag % Event.KINDS;
       const id = (tag - kind) / Event.KINDS;
+      if (id !== runId) {
+        const now = performance.now();
+        if (runId !== -1 && now >= deadline) return i;
+        runId = id;
+        runStart = now;
+      }
       try {
         if (kind === Event.TEXT || kind === Event.BINARY) {
           const ws = this._sockets.get(id);
@@ -158,7 +173,7 @@ class TemplatedApp {
         // uncaught exception, as it would from any Node event handler.
         process.nextTick(rethrow, err);
       }
-      if (performance.now() >= deadline) return i + 2;
+      if (performance.now() - runStart >= TURN_BUDGET_MS) return i + 2;
     }
     return i;
   }
@@ -206,21 +221,28 @@ class TemplatedApp {
       return true;
     };
     const res = {
-      accept: (userData, protocol) => {
+      accept: (userData, protocol, options) => {
+        const o = options || {};
+        const headers = O.answerHeaders(o.headers, 'accept: headers');
+        const extensions = o.extensions === undefined ? undefined : String(o.extensions);
         if (!answer()) return;
         if (userData !== undefined) this._userData.set(token, userData);
-        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, 0, '');
+        this._native.decide(token, true, typeof protocol === 'string' ? protocol : undefined, extensions, 0, undefined, '', headers);
       },
-      reject: (status, body) => {
+      reject: (status, body, options) => {
+        const o = options || {};
+        const headers = O.answerHeaders(o.headers, 'reject: headers');
         if (!answer()) return;
-        const s = Number.isInteger(status) && status >= 400 && status <= 599 ? status : 403;
-        this._native.decide(token, false, undefined, s, body === undefined ? 'Forbidden' : String(body));
+        const statusText = o.statusText === undefined ? undefined : String(o.statusText);
+        this._native.decide(token, false, undefined, undefined, O.refusalStatus(status), statusText,
+          body === undefined ? 'Forbidden' : String(body), headers);
       },
       /** `cb()` runs if the client goes away before accept/reject; answering later is a no-op. */
       onAborted: (cb) => {
         onAborted = cb;
         return res;
       },
+      _event: u, // the core's upgrade event (the /uws layer reads the TCP peer from it)
       _abort: () => {
         answered = true;
         pending.delete(token);
@@ -234,8 +256,9 @@ class TemplatedApp {
       method: u.method,
       url: u.url,
       headers: headerObject(u.headers),
-      remoteAddress: u.remoteAddress,
-      remotePort: u.remotePort,
+      // The client: the one a PROXY header named (App option proxyProtocol), else the TCP peer.
+      remoteAddress: u.proxiedAddress === undefined ? u.remoteAddress : u.proxiedAddress,
+      remotePort: u.proxiedAddress === undefined ? u.remotePort : u.proxiedPort,
       protocols: u.protocols,
       extensions: u.extensions,
     };

@@ -14,9 +14,11 @@ function rethrow(err) {
   throw err;
 }
 
-/** Path of a request target without its query (an absolute-form target gives its path). */
+/** Path of a request target without its query (an absolute-form target gives its path); null
+ *  for a target the core refuses (native/target.rs: `*`, `http://%`, bad `%` escapes, ...). */
 function requestPath(url) {
-  const origin = url.startsWith('/') ? url : native.originForm(url);
+  const origin = native.originForm(url);
+  if (origin === null) return null;
   const q = origin.indexOf('?');
   return q < 0 ? origin : origin.slice(0, q);
 }
@@ -31,7 +33,9 @@ function attach(app, server, paths) {
   server.removeAllListeners('upgrade');
   const onUpgrade = (req, socket, head) => {
     const path = requestPath(req.url || '');
-    if (app._closed || !paths.some((p) => native.pathMatches(p, path))) {
+    // A malformed target is nobody's: the core answers it 400, as the own listener does, instead
+    // of handing it to listeners that may not survive it (new URL('http://%') throws).
+    if (app._closed || (path !== null && !paths.some((p) => native.pathMatches(p, path)))) {
       // Nobody else will take it (Node's own rule for an unhandled upgrade): destroy it.
       if (previous.length === 0 && server.listenerCount('upgrade') <= 1) socket.destroy();
       for (const l of previous) l.call(server, req, socket, head);

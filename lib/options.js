@@ -3,6 +3,7 @@
 // native layer receives only validated, normalised options.
 
 const { ROUTE_DEFAULTS, COMPRESSION_DEFAULTS, ADMISSION_DEFAULTS, CLOSE_CODES_TEXT, isValidCloseCode } = require('./constants');
+const { describe } = require('./describe');
 
 const HANDLERS = ['upgrade', 'open', 'message', 'drain', 'close', 'ping', 'pong'];
 const BEHAVIOR_KEYS = [
@@ -10,12 +11,6 @@ const BEHAVIOR_KEYS = [
   'closeOnBackpressureLimit', 'sendPingsAutomatically', ...HANDLERS,
 ];
 
-/** A value as it should appear in an error message. */
-function describe(v) {
-  if (typeof v === 'string') return JSON.stringify(v);
-  if (v === null || typeof v !== 'object') return String(v);
-  try { return JSON.stringify(v); } catch (e) { return String(v); }
-}
 
 function checkKeys(obj, valid, where) {
   if (obj === null || typeof obj !== 'object') {
@@ -167,7 +162,6 @@ function uwsRouteOptions(pattern, behavior) {
   return { opts: routeOptions(pattern.startsWith('*') ? `/${pattern}` : pattern, base), maxLifetime };
 }
 
-/** `App(options)` → the number of I/O threads. */
 /** Admission control's keys: [min, max] (the hold stays under the 10 s handshake timeout). */
 const ADMISSION_KEYS = {
   upgradesPerSecond: [0, 1e6],
@@ -192,9 +186,11 @@ function admissionOptions(value, where) {
   return out;
 }
 
+/** `App(options)` → the I/O threads, admission control's limits (null: off), and whether
+ *  connections to the own listener must open with a PROXY protocol header (v1 or v2). */
 function appOptions(options) {
   if (options === undefined) options = {};
-  checkKeys(options, ['threads', 'admission'], 'App');
+  checkKeys(options, ['threads', 'admission', 'proxyProtocol'], 'App');
   if (options.admission !== undefined && typeof options.admission !== 'boolean' &&
       (options.admission === null || typeof options.admission !== 'object')) {
     throw new TypeError(`App.admission must be true, false or an object with the keys ` +
@@ -203,6 +199,7 @@ function appOptions(options) {
   return {
     threads: intOption(options, 'threads', 'App', 1, 16, 1),
     admission: admissionOptions(options.admission, 'App.admission'),
+    proxyProtocol: boolOption(options, 'proxyProtocol', 'App', false),
   };
 }
 
@@ -263,6 +260,38 @@ function idleTimeoutMs(ms) {
 }
 
 /** Turn a core error ("EADDRINUSE: ...") into an Error with `code`. */
+const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
+/** Statuses a refusal may have (a 1xx is not an answer that ends a request). */
+const REFUSAL_STATUS = Object.freeze({ min: 200, max: 599, fallback: 403 });
+
+/**
+ * Headers an upgrade hook adds to its answer: an object `{ name: value }` (an array value gives
+ * the header once per item) or a list of [name, value] pairs. Flattened for the core as
+ * [name, value, ...]; a name that is not an HTTP token, or a value with CR, LF or NUL, throws.
+ */
+function answerHeaders(headers, where) {
+  if (headers === undefined || headers === null) return [];
+  const pairs = Array.isArray(headers) ? headers
+    : typeof headers === 'object' ? Object.entries(headers).flatMap(([k, v]) => (Array.isArray(v) ? v.map((x) => [k, x]) : [[k, v]]))
+      : null;
+  if (pairs === null) throw new TypeError(`${where} must be an object of header names to values, or [name, value] pairs, got ${describe(headers)}`);
+  const flat = [];
+  for (const pair of pairs) {
+    if (!Array.isArray(pair) || pair.length !== 2) throw new TypeError(`${where}: each header must be a [name, value] pair, got ${describe(pair)}`);
+    const name = String(pair[0]);
+    const value = String(pair[1]);
+    if (!TOKEN.test(name)) throw new TypeError(`${where}: ${describe(name)} is not a valid HTTP header name`);
+    if (/[\r\n\0]/.test(value)) throw new TypeError(`${where}: the value of ${name} contains CR, LF or NUL`);
+    flat.push(name, value);
+  }
+  return flat;
+}
+
+/** A refusal's status: an integer 200..599, else 403. */
+function refusalStatus(status) {
+  return Number.isInteger(status) && status >= REFUSAL_STATUS.min && status <= REFUSAL_STATUS.max ? status : REFUSAL_STATUS.fallback;
+}
+
 function nativeError(e, what) {
   const m = /^(E[A-Z]+): (.*)$/.exec(e.message);
   const err = new Error(`${what} failed: ${m ? `${m[1]}: ${m[2]}` : e.message}`);
@@ -271,6 +300,8 @@ function nativeError(e, what) {
 }
 
 module.exports = {
+  answerHeaders,
+  refusalStatus,
   UWS_COMPRESS,
   uwsCompression,
   uwsRouteOptions,

@@ -38,14 +38,18 @@ function scheduleFlush() {
 }
 
 class WebSocket {
-  /** `info` is the open event's object (see src/bridge.rs): remoteAddress, remotePort, url,
+  /** `info` is the open event's object (see src/bridge.rs): remoteAddress, remotePort (the TCP
+   *  peer), proxiedAddress, proxiedPort (the client a PROXY header named, else undefined), url,
    *  protocol, extensions, route, token, headers (joined). */
   constructor(id, info, behavior, userData) {
     this._h = id; // the core's connection id
     this._behavior = behavior;
     this._userData = userData;
-    this._remoteAddress = info.remoteAddress;
-    this._remotePort = info.remotePort;
+    this._peerAddress = info.remoteAddress; // the TCP peer (with proxyProtocol: the proxy)
+    this._proxiedAddress = info.proxiedAddress;
+    const proxied = info.proxiedAddress !== undefined;
+    this._remoteAddress = proxied ? info.proxiedAddress : info.remoteAddress;
+    this._remotePort = proxied ? info.proxiedPort : info.remotePort;
     this._url = info.url;
     this._protocol = info.protocol;
     this._extensions = info.extensions;

@@ -11,11 +11,11 @@ const EventEmitter = require('node:events');
 const crypto = require('node:crypto');
 const core = require('../index.js');
 const { SendStatus, COMPRESSION_DEFAULTS, BACKPRESSURE_CLOSE_CODE } = require('../lib/constants');
-const { describe: show } = require('../lib/options');
+const { describe: show } = require('../lib/describe');
+const { isPlainObject, meteorGlobal, validateSettings, SETTING_KEYS, SETTING_DEFAULTS } = require('./settings');
 
 const NAME = 'native';
 const KIB = 1024;
-const MIB = 1024 * 1024;
 
 /** Headers a socket exposes (the same whitelist as Meteor's raw websocket adapter). */
 const HEADER_WHITELIST = Object.freeze([
@@ -28,17 +28,6 @@ const HEADER_WHITELIST = Object.freeze([
  *  keys Meteor sets, with the core's values (which are Meteor's). */
 const DEFAULT_COMPRESSION = Object.freeze(Object.fromEntries(
   ['threshold', 'level', 'memLevel', 'noContextTakeover', 'maxWindowBits'].map((k) => [k, COMPRESSION_DEFAULTS[k]])));
-
-// ---------------------------------------------------------------------------------------------
-// Validation helpers
-
-function isPlainObject(v) {
-  return v !== null && typeof v === 'object' && !Array.isArray(v);
-}
-
-function isInt(v, min, max) {
-  return typeof v === 'number' && Number.isInteger(v) && v >= min && v <= max;
-}
 
 // ---------------------------------------------------------------------------------------------
 // SERVER_WEBSOCKET_COMPRESSION
@@ -72,69 +61,8 @@ function compressionFromEnv(value) {
 }
 
 // ---------------------------------------------------------------------------------------------
-// Settings: Meteor.settings.packages['ddp-server'].native inside Meteor, opts.settings elsewhere.
-
-const SETTING_KEYS = {
-  payloadLength: {
-    check: (v) => typeof v === 'number' && Number.isFinite(v) && v > 0 && v <= MIB,
-    valid: 'a positive number of KiB (at most 1048576 = 1 GiB)',
-  },
-  timeout: {
-    check: (v) => typeof v === 'number' && Number.isFinite(v) && v >= 0 && v <= 2147483,
-    valid: 'a number of seconds >= 0 (0 = off)',
-  },
-  maxBackpressure: {
-    check: (v) => isInt(v, 1, 2 ** 40),
-    valid: 'a positive integer number of bytes (at most 2^40)',
-  },
-  threads: { check: (v) => isInt(v, 1, 16), valid: 'an integer 1..16' },
-  drainOnSigterm: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
-  // admission control (App({ admission })): its keys are checked by core.admissionOptions
-  admission: { check: (v) => typeof v === 'boolean' || isPlainObject(v), valid: 'true, false or an object of admission limits' },
-};
-
-const SETTING_DEFAULTS = Object.freeze({
-  payloadLength: 16384, // KiB = 16 MiB
-  timeout: 0, // s; fallback idle timeout for sockets whose user never calls setWebsocketTimeout
-  maxBackpressure: 16 * MIB,
-  threads: 1,
-  drainOnSigterm: false,
-  admission: true, // the core's defaults (on)
-});
-
-/**
- * Validate `packages['ddp-server'].native` and fill in the defaults.
- * @param {object|undefined|null} raw
- */
-function validateSettings(raw) {
-  if (raw === undefined || raw === null) return { ...SETTING_DEFAULTS };
-  if (!isPlainObject(raw)) {
-    throw new Error(`ddp-server.native must be an object with the keys ` +
-      `${Object.keys(SETTING_KEYS).join(', ')}, got ${show(raw)}`);
-  }
-  const out = { ...SETTING_DEFAULTS };
-  for (const key of Object.keys(raw)) {
-    const rule = SETTING_KEYS[key];
-    if (!rule) {
-      throw new Error(`ddp-server.native has an unknown key ${show(key)}; valid keys: ` +
-        `${Object.keys(SETTING_KEYS).join(', ')}`);
-    }
-    const v = raw[key];
-    if (v === undefined) continue;
-    if (!rule.check(v)) throw new Error(`ddp-server.native.${key} must be ${rule.valid}, got ${show(v)}`);
-    if (key === 'admission') core.admissionOptions(v, 'ddp-server.native.admission'); // names a bad key
-    out[key] = v;
-  }
-  return out;
-}
-
-function meteorGlobal() {
-  const g = globalThis;
-  if (g.Meteor && typeof g.Meteor === 'object') return g.Meteor;
-  // On the server, package exports live in the global `Package` registry.
-  if (g.Package && g.Package.meteor && g.Package.meteor.Meteor) return g.Package.meteor.Meteor;
-  return null;
-}
+// Settings: Meteor.settings.packages['ddp-server'].native inside Meteor, opts.settings elsewhere
+// (the rules, defaults and validation are in settings.js).
 
 function rawSettings(opts) {
   if (opts.settings !== undefined) return opts.settings;
@@ -145,6 +73,11 @@ function rawSettings(opts) {
     return ddp ? ddp.native : undefined;
   }
   return undefined;
+}
+
+/** The keys of an admission-limits object, checked by the core (errors name `label` and the key). */
+function checkAdmission(value, label) {
+  if (isPlainObject(value)) core.admissionOptions(value, label);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -315,6 +248,7 @@ function setupNative(httpServer, pathPrefix, options, opts) {
     throw new TypeError('ddp-transport-native: setup(httpServer, pathPrefix, options) needs an http.Server');
   }
   const settings = validateSettings(rawSettings(opts));
+  checkAdmission(settings.admission, 'ddp-server.native.admission');
   let compression = compressionFromEnv(process.env.SERVER_WEBSOCKET_COMPRESSION);
   if (typeof options.websocketExtensions === 'function') {
     const ext = options.websocketExtensions();
@@ -385,8 +319,10 @@ module.exports = {
   createNativeTransport,
   compressionFromEnv,
   validateSettings,
+  checkAdmission,
   NativeSocket,
   HEADER_WHITELIST,
   DEFAULT_COMPRESSION,
+  SETTING_KEYS,
   SETTING_DEFAULTS,
 };

@@ -98,6 +98,17 @@ enum Event {
     Aborted(u64),
 }
 
+impl Event {
+    /// The socket an event is about (None for upgrade-time events).
+    fn socket(&self) -> Option<u32> {
+        match self {
+            Event::Open(conn, _) => Some(conn.id),
+            Event::Message { id, .. } | Event::Drain(id) | Event::Close(id, ..) | Event::Control { id, .. } => Some(*id),
+            Event::Upgrade(_) | Event::Aborted(_) => None,
+        }
+    }
+}
+
 #[derive(Default)]
 struct Queue {
     events: Vec<Event>,
@@ -477,9 +488,14 @@ unsafe fn deliver_turn(
         args.clear();
         let mut failed = None;
         let mut n = 0;
-        while n < chunk {
+        let mut socket = None;
+        // A chunk never ends inside one socket's run of events (one read's messages, which the
+        // I/O thread queues together): a client's pipelined calls are handled in one turn and
+        // their replies leave in one write. Bounded by the arguments one call may carry.
+        while n < chunk || (n < MAX_ARGS / 2 && socket.is_some() && taken.events.front().map(Event::socket) == Some(socket)) {
             let Some(ev) = taken.events.pop_front() else { break };
             n += 1;
+            socket = ev.socket();
             bridge.first_event_taken(&ev);
             match event_values(env, ev, &taken.data) {
                 Ok((t, v)) => args.extend([t, v]),

@@ -250,22 +250,27 @@ impl NativeApp {
             .map_err(io_error)
     }
 
+    /// Answer an upgrade: accept (`protocol`, `extensions`: the offer to negotiate from, or the
+    /// request's when null) or refuse (`status`, `reason` phrase, `body`); `headers` flat
+    /// (name, value, ...) for the 101 or the refusal.
     #[napi]
+    #[allow(clippy::too_many_arguments)]
     pub fn decide(
         &self,
         token: f64,
         accept: bool,
         protocol: Option<String>,
+        extensions: Option<String>,
         status: u32,
+        reason: Option<String>,
         body: String,
+        headers: Vec<String>,
     ) -> Result<()> {
+        let headers = headers.chunks_exact(2).map(|p| (p[0].clone(), p[1].clone())).collect();
         let decision = if accept {
-            Decision::Accept { protocol }
+            Decision::Accept { protocol, extensions, headers }
         } else {
-            Decision::Reject {
-                status: status as u16,
-                body,
-            }
+            Decision::Reject { status: status as u16, reason, body, headers }
         };
         self.server()?.decide(token as u64, decision);
         Ok(())
@@ -276,6 +281,13 @@ impl NativeApp {
     pub fn set_admission(&self, o: Option<AdmissionOptions>) -> Result<()> {
         let config = o.as_ref().map_or(AdmissionConfig::OFF, AdmissionConfig::from);
         self.server()?.admission().set_config(config);
+        Ok(())
+    }
+
+    /// Connections to the own listeners must start with a PROXY protocol header (v1 or v2).
+    #[napi]
+    pub fn set_proxy_protocol(&self, on: bool) -> Result<()> {
+        self.server()?.set_proxy_protocol(on);
         Ok(())
     }
 
@@ -388,8 +400,8 @@ pub fn route_params(pattern: String, path: String) -> Option<Vec<String>> {
 }
 
 /// A request target in origin form (an absolute-form target gives its path and query), as the
-/// core routes it.
+/// core routes it; null for a target the core refuses with 400 (see native_ws::target).
 #[napi]
-pub fn origin_form(url: String) -> String {
-    native_ws::route::origin_form(&url).into_owned()
+pub fn origin_form(url: String) -> Option<String> {
+    native_ws::target::origin_form(&url).map(std::borrow::Cow::into_owned)
 }

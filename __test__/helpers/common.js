@@ -120,7 +120,7 @@ class WsClient {
     this.ws.on('error', (err) => { this.error = err; });
     this.opened = deadline(
       new Promise((resolve, reject) => {
-        this.ws.once('upgrade', (res) => { this.localPort = res.socket.localPort; });
+        this.ws.once('upgrade', (res) => { this.localPort = res.socket.localPort; this.upgrade = res; });
         this.ws.once('open', () => resolve(this));
         this.ws.once('error', reject);
         this.ws.once('unexpected-response', (req, res) => {
@@ -184,7 +184,7 @@ class WsClient {
 }
 
 /**
- * Attempt a ws upgrade that the server is expected to refuse; resolves {status, body, headers}.
+ * Attempt a ws upgrade that the server is expected to refuse; resolves {status, statusMessage, body, headers}.
  * Rejects if the upgrade succeeds.
  */
 function wsExpectRejected(url, { protocols, headers, timeout = 5000 } = {}) {
@@ -200,7 +200,7 @@ function wsExpectRejected(url, { protocols, headers, timeout = 5000 } = {}) {
         const chunks = [];
         res.on('data', (c) => chunks.push(c));
         const finish = () => {
-          resolve({ status: res.statusCode, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
+          resolve({ status: res.statusCode, statusMessage: res.statusMessage, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') });
           req.destroy();
         };
         res.once('end', finish);

@@ -18,6 +18,9 @@
 //!   TooBig exactly when the reference is longer than the cap).
 //! * [`deflate_roundtrip`]: `Deflater` → `Inflater` gives back every message, for every level,
 //!   window size and context-takeover mode, with the cap set to the exact message size.
+//! * [`proxy`]: `proxy::parse` (PROXY protocol v1/v2): never waits for more past its caps, and a
+//!   header is found the same whatever follows it, with every proper prefix of it incomplete (a
+//!   header arriving in pieces is reassembled, never refused half-way).
 
 use native_ws::codec::{self, ProtocolError};
 use native_ws::deflate::{Deflater, InflateError, Inflater};
@@ -129,13 +132,16 @@ pub fn handshake(data: &[u8]) {
                 &up.accept,
                 up.protocols.first().map(String::as_str),
                 neg.as_ref().map(|n| n.response.as_str()),
+                &[("X-From-App", up.extensions.as_str())],
             );
             assert!(out.starts_with(b"HTTP/1.1 101 Switching Protocols\r\n"));
             assert!(out.ends_with(b"\r\n\r\n"));
             // Values from the request can never inject lines into the response.
             let head = &out[..out.len() - 4];
             let lines = head.split(|&b| b == b'\n').count();
-            let expected = 4 + usize::from(!up.protocols.is_empty()) + usize::from(neg.is_some());
+            // the status line, Upgrade, Connection, Sec-WebSocket-Accept, the application's header
+            // (a value taken from the request here), then protocol and extensions when chosen
+            let expected = 5 + usize::from(!up.protocols.is_empty()) + usize::from(neg.is_some());
             assert_eq!(lines, expected, "101 response has extra lines: {:?}", String::from_utf8_lossy(&out));
         }
         Err(e) => {
@@ -523,5 +529,22 @@ pub fn deflate_roundtrip(data: &[u8]) {
         }
         inf.finish(&mut out, msg.len()).expect("finishing our own output");
         assert!(out == msg, "roundtrip changed a message of {} bytes (level {level}, bits {bits}, nct {nct})", msg.len());
+    }
+}
+
+/// Input: the first bytes of a connection to a listener with the PROXY protocol on.
+pub fn proxy(data: &[u8]) {
+    use native_ws::proxy::{parse, Parsed, MAX_V2_BYTES};
+    match parse(data) {
+        Parsed::Incomplete => assert!(data.len() < MAX_V2_BYTES, "waits for more after {} bytes", data.len()),
+        Parsed::Invalid(_) => {}
+        Parsed::Header { len, source } => {
+            assert!(len > 0 && len <= data.len() && len <= MAX_V2_BYTES);
+            let whole = parse(&data[..len]);
+            assert_eq!(whole, Parsed::Header { len, source }, "cut to its own length");
+            for cut in 0..len {
+                assert_eq!(parse(&data[..cut]), Parsed::Incomplete, "a prefix of {cut} bytes of a {len}-byte header");
+            }
+        }
     }
 }

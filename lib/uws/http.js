@@ -4,7 +4,7 @@
 // answer later (`res.upgrade`, or `writeStatus().writeHeader().end()` to refuse).
 
 const { native } = require('../constants');
-const { arrayBuffer, text, addressBytes } = require('./util');
+const { arrayBuffer, text, addressBytes, proxiedBytes } = require('./util');
 
 function expired() {
   throw new Error('Using uWS.HttpRequest past its lifetime (it is valid only during the upgrade handler)');
@@ -70,19 +70,25 @@ class UHttpRequest {
 class UHttpResponse {
   constructor(r, res) {
     this._r = r;
-    this._res = res; // main API: accept(userData, protocol) / reject(status, body)
-    this._status = 200;
+    this._res = res; // main API: accept(userData, protocol, options) / reject(status, body, options)
+    this._status = 200; // uWS answers "200 OK" when nothing else was written
+    this._statusText = undefined;
+    this._headers = [];
     this._answered = false;
   }
 
-  /** The status code of "401 Unauthorized" (or 401). */
+  /** "401 Unauthorized", "302 Found", or "101 Switching Protocols" before headers of a 101. */
   writeStatus(status) {
-    this._status = parseInt(text(status), 10) || 200;
+    const line = text(status).trim();
+    const sp = line.indexOf(' ');
+    this._status = parseInt(sp < 0 ? line : line.slice(0, sp), 10) || 200;
+    this._statusText = sp < 0 ? undefined : line.slice(sp + 1);
     return this;
   }
 
-  /** Headers of a refusal are not sent (the core's refusal is status + text body). */
-  writeHeader() {
+  /** Sent with the answer: the 101 of `upgrade`, or the refusal of `end`. */
+  writeHeader(key, value) {
+    this._headers.push([text(key), text(value)]);
     return this;
   }
 
@@ -90,11 +96,12 @@ class UHttpResponse {
     return true;
   }
 
-  /** Refuse the upgrade: the status given (a status outside 400–599 is served as 403). */
+  /** Refuse the upgrade with the status written (200 when none; a status outside 200–599 is
+   *  served as 403), its reason phrase, the headers written and `body`. */
   end(body) {
     if (this._answered) return this;
     this._answered = true;
-    this._res.reject(this._status, body === undefined ? '' : text(body));
+    this._res.reject(this._status, body === undefined ? '' : text(body), { headers: this._headers, statusText: this._statusText });
     return this;
   }
 
@@ -102,12 +109,15 @@ class UHttpResponse {
     return this.end();
   }
 
+  /** The extensions argument decides, as in uWS: permessage-deflate is negotiated from this
+   *  string (the request's header passed through, or "" for none), not from the request. */
   upgrade(userData, secWebSocketKey, secWebSocketProtocol, secWebSocketExtensions, context) {
     if (this._answered) return;
     this._answered = true;
     const p = secWebSocketProtocol === undefined ? '' : text(secWebSocketProtocol);
+    const extensions = secWebSocketExtensions === undefined ? '' : text(secWebSocketExtensions);
     // uWS echoes what it is given; a client offering "a, b" and handed the whole header gets "a".
-    this._res.accept(userData, p === '' ? undefined : p.split(',')[0].trim());
+    this._res.accept(userData, p === '' ? undefined : p.split(',')[0].trim(), { headers: this._headers, extensions });
   }
 
   /** `cb()` runs if the client goes away before the upgrade is answered (as uWS). */
@@ -122,11 +132,20 @@ class UHttpResponse {
   }
 
   getRemoteAddress() {
-    return addressBytes(this._r.remoteAddress);
+    return addressBytes(this._res._event.remoteAddress);
   }
 
   getRemoteAddressAsText() {
-    return arrayBuffer(this._r.remoteAddress || '');
+    return arrayBuffer(this._res._event.remoteAddress || '');
+  }
+
+  /** The client a PROXY header named (App({ proxyProtocol: true })); empty without one. */
+  getProxiedRemoteAddress() {
+    return proxiedBytes(this._res._event.proxiedAddress);
+  }
+
+  getProxiedRemoteAddressAsText() {
+    return arrayBuffer(this._res._event.proxiedAddress || '');
   }
 }
 

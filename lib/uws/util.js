@@ -46,9 +46,15 @@ function addressBytes(addr) {
   return out.buffer;
 }
 
+/** getProxiedRemoteAddress(): the address as getRemoteAddress() encodes it, or an empty
+ *  ArrayBuffer when no PROXY header named one (as uWS). */
+function proxiedBytes(addr) {
+  return addr === undefined ? new ArrayBuffer(0) : addressBytes(addr);
+}
+
 /** What uWS throws on any call on a closed WebSocket (its own message). */
 function closedError() {
   return new Error('Invalid access of closed uWS.WebSocket/SSLWebSocket.');
 }
 
-module.exports = { arrayBuffer, text, addressBytes, closedError };
+module.exports = { arrayBuffer, text, addressBytes, proxiedBytes, closedError };

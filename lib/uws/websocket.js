@@ -6,7 +6,7 @@
 const { native, SendStatus, SEND_KIND: K } = require('../constants');
 const { scheduleFlush } = require('../websocket');
 const { closeCode } = require('../options');
-const { arrayBuffer, text, addressBytes, closedError } = require('./util');
+const { arrayBuffer, text, addressBytes, proxiedBytes, closedError } = require('./util');
 
 class UWebSocket {
   constructor(app, route, inner) {
@@ -27,7 +27,7 @@ class UWebSocket {
     this._live();
     const r = native.send(this._h, data, isBinary === true, compress === true, kind);
     scheduleFlush();
-    if (r === SendStatus.DROPPED && this._route.behavior.dropped) this._route.behavior.dropped(this, data, isBinary === true);
+    if (r === SendStatus.DROPPED && this._route.behavior.dropped) this._route.behavior.dropped(this, arrayBuffer(data), isBinary === true);
     return r;
   }
 
@@ -82,12 +82,23 @@ class UWebSocket {
 
   getRemoteAddress() {
     this._live();
-    return addressBytes(this._inner.getRemoteAddressAsText());
+    return addressBytes(this._inner._peerAddress);
   }
 
   getRemoteAddressAsText() {
     this._live();
-    return arrayBuffer(this._inner.getRemoteAddressAsText() || '');
+    return arrayBuffer(this._inner._peerAddress || '');
+  }
+
+  /** The client a PROXY header named (App({ proxyProtocol: true })); empty without one. */
+  getProxiedRemoteAddress() {
+    this._live();
+    return proxiedBytes(this._inner._proxiedAddress);
+  }
+
+  getProxiedRemoteAddressAsText() {
+    this._live();
+    return arrayBuffer(this._inner._proxiedAddress || '');
   }
 
   getUserData() {

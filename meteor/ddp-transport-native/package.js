@@ -11,7 +11,10 @@ Npm.depends({
 });
 
 Package.onUse(function (api) {
-  api.use(['ecmascript', 'ddp-transport-registry'], 'server');
-  // Eager: registering the provider is the whole point; the package exports nothing.
+  api.use('ecmascript', 'server');
+  // Meteor 3.5+: load after the registry so `native` can be registered in it. Weak, because
+  // 3.0–3.4 have no such package (the takeover does not need it).
+  api.use('ddp-transport-registry', 'server', { weak: true });
+  // Eager: the takeover (or the registration) is the whole point; the package exports nothing.
   api.mainModule('server.js', 'server', { lazy: false });
 });

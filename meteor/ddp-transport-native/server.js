@@ -1,9 +1,7 @@
-// Registers the `native` DDP transport with Meteor's transport registry.
-// Select it with settings.json `{"packages":{"ddp-server":{"transport":"native"}}}` or DDP_TRANSPORT=native.
-// The registry calls the factory with no arguments; the transport reads its own settings from
-// Meteor.settings.packages['ddp-server'].native when ddp-server calls setup().
-import { DDPTransportRegistry } from 'meteor/ddp-transport-registry';
+// `meteor add ddp-transport-native` alone: native serves /websocket on the app's own port, on
+// every Meteor 3.x, with no patch (the takeover: ddp-transport-native/meteor/takeover.js). With a
+// patched 3.5 ddp-server, `native` is also registered with Meteor's transport registry; when
+// ddp-server selects it there, the takeover stands aside (one socket owner).
+const { fromAtmospherePackage } = require('ddp-transport-native/meteor/takeover');
 
-const { createNativeTransport } = require('ddp-transport-native/meteor');
-
-DDPTransportRegistry.register('native', () => createNativeTransport());
+fromAtmospherePackage();

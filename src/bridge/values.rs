@@ -118,9 +118,12 @@ pub(super) unsafe fn event_values(
             let id = conn.id;
             sockets::insert(conn);
             let [ip, port] = js_addr(env, info.remote.as_ref())?;
+            let [proxied_ip, proxied_port] = js_addr(env, info.proxied.as_ref())?;
             let props = [
                 (c"remoteAddress", ip),
                 (c"remotePort", port),
+                (c"proxiedAddress", proxied_ip),
+                (c"proxiedPort", proxied_port),
                 (c"url", js_string(env, info.url.as_bytes())?),
                 (c"protocol", js_string(env, info.protocol.as_bytes())?),
                 (c"extensions", js_string(env, info.extensions.as_bytes())?),
@@ -146,6 +149,7 @@ pub(super) unsafe fn event_values(
                 .map(|p| js_string(env, p.as_bytes()))
                 .collect::<Result<_>>()?;
             let [ip, port] = js_addr(env, info.remote.as_ref())?;
+            let [proxied_ip, proxied_port] = js_addr(env, info.proxied.as_ref())?;
             let props = [
                 (c"token", js_number(env, info.token as f64)?),
                 (c"route", js_number(env, info.route as f64)?),
@@ -153,6 +157,8 @@ pub(super) unsafe fn event_values(
                 (c"url", js_string(env, info.url.as_bytes())?),
                 (c"remoteAddress", ip),
                 (c"remotePort", port),
+                (c"proxiedAddress", proxied_ip),
+                (c"proxiedPort", proxied_port),
                 (c"protocols", js_array(env, &protocols)?),
                 (c"extensions", js_string(env, info.extensions.as_bytes())?),
                 (c"headers", js_headers(env, &info.headers)?),

@@ -17,14 +17,23 @@ pub struct UpgradeInfo {
     pub headers: Vec<(String, String)>,
     /// None for a unix socket (its peer has no address)
     pub remote: Option<SocketAddr>,
+    /// The client a PROXY protocol header named (see [`crate::Server::set_proxy_protocol`]);
+    /// None without one, or when it named none (LOCAL, UNKNOWN).
+    pub proxied: Option<SocketAddr>,
     pub protocols: Vec<String>,
     pub extensions: String,
 }
 
 #[derive(Debug, Clone)]
 pub enum Decision {
-    Accept { protocol: Option<String> },
-    Reject { status: u16, body: String },
+    /// `protocol`: the subprotocol chosen (kept only if the client offered it). `extensions`: the
+    /// permessage-deflate offer to negotiate from instead of the request's (uWS's `res.upgrade`
+    /// argument: "" turns compression off for this client); None: the request's. `headers`:
+    /// extra headers of the 101 response.
+    Accept { protocol: Option<String>, extensions: Option<String>, headers: Vec<(String, String)> },
+    /// `reason`: the status line's reason phrase (None: the standard one); `headers`: extra
+    /// response headers (see [`crate::handshake::write_refusal`]).
+    Reject { status: u16, reason: Option<String>, body: String, headers: Vec<(String, String)> },
 }
 
 /// What a new connection was opened with.
@@ -37,6 +46,9 @@ pub struct OpenInfo {
     pub headers: Vec<(String, String)>,
     /// None for a unix socket (its peer has no address)
     pub remote: Option<SocketAddr>,
+    /// The client a PROXY protocol header named (see [`crate::Server::set_proxy_protocol`]);
+    /// None without one, or when it named none (LOCAL, UNKNOWN).
+    pub proxied: Option<SocketAddr>,
     pub protocol: String,
     pub extensions: String,
 }

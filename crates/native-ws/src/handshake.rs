@@ -18,13 +18,16 @@ use base64::Engine as _;
 pub struct Request {
     pub method: String,
     /// request target in origin form (path + optional "?query"; an absolute-form target is
-    /// reduced to it, see [`crate::route::origin_form`])
+    /// reduced to it, see [`crate::target::origin_form`]); a refused target as it was sent
     pub url: String,
     pub headers: Vec<(String, String)>,
     /// An HTTP/1.0 (or older) request: refused with 400 "HTTP/1.1 required" (RFC 6455 §4.1
     /// needs HTTP/1.1 or higher). Raw heads are refused while parsing; a request parsed by Node
     /// carries its version here so both entry points answer alike.
     pub before_http_1_1: bool,
+    /// The target is not acceptable ([`crate::target`]): refused with 400 "Invalid request
+    /// target" by [`validate`], whichever entry point parsed it.
+    pub invalid_target: bool,
 }
 
 impl Request {
@@ -32,9 +35,11 @@ impl Request {
     /// (absolute-form is reduced to origin form), HTTP version ("1.1") and flat header list
     /// (name, value, name, value, ...).
     pub fn parsed_elsewhere(method: String, target: &str, http_version: &str, flat_headers: &[String]) -> Request {
+        let origin = crate::target::origin_form(target);
         Request {
             method,
-            url: crate::route::origin_form(target).into_owned(),
+            invalid_target: origin.is_none(),
+            url: origin.map_or_else(|| target.to_owned(), std::borrow::Cow::into_owned),
             headers: flat_headers.chunks_exact(2).map(|p| (p[0].to_ascii_lowercase(), p[1].clone())).collect(),
             before_http_1_1: matches!(http_version, "1.0" | "0.9"),
         }
@@ -119,6 +124,7 @@ pub const MAX_HEADERS: usize = 100; // over → 431
 const NOT_WEBSOCKET: HttpError = HttpError::new(400, "Not a valid websocket request");
 const MALFORMED: HttpError = HttpError::new(400, "Malformed HTTP request");
 const NEED_HTTP_11: HttpError = HttpError::new(400, "HTTP/1.1 required");
+const BAD_TARGET: HttpError = HttpError::new(400, "Invalid request target");
 const BAD_HEADER_VALUE: HttpError = HttpError::new(400, "Header value is not valid UTF-8");
 const HEAD_TOO_LARGE: HttpError = HttpError::new(431, "Request header fields too large");
 const METHOD_NOT_ALLOWED: HttpError = HttpError::new(405, "Method not allowed");
@@ -176,10 +182,12 @@ pub fn parse_request(buf: &[u8]) -> Result<Option<(Request, usize)>, HttpError> 
         ));
     }
 
+    let origin = crate::target::origin_form(url);
     Ok(Some((
         Request {
             method: method.to_owned(),
-            url: crate::route::origin_form(url).into_owned(),
+            invalid_target: origin.is_none(),
+            url: origin.map_or_else(|| url.to_owned(), std::borrow::Cow::into_owned),
             headers,
             before_http_1_1: false,
         },
@@ -210,6 +218,9 @@ pub struct Upgrade {
 pub fn validate(req: &Request) -> Result<Upgrade, HttpError> {
     if req.before_http_1_1 {
         return Err(NEED_HTTP_11);
+    }
+    if req.invalid_target {
+        return Err(BAD_TARGET);
     }
     if req.method != "GET" {
         return Err(METHOD_NOT_ALLOWED);
@@ -269,17 +280,25 @@ pub fn accept_key(key: &str) -> String {
     base64::engine::general_purpose::STANDARD.encode(sha.digest().bytes())
 }
 
+/// Headers a 101 response sets itself: an application's headers of these names are not written.
+const OWN_101_HEADERS: [&str; 5] =
+    ["upgrade", "connection", "sec-websocket-accept", "sec-websocket-protocol", "sec-websocket-extensions"];
+/// Headers a refusal sets itself (the body's length, closing the connection).
+const OWN_REFUSAL_HEADERS: [&str; 3] = ["content-length", "connection", "transfer-encoding"];
+
 /// Append the 101 response: "HTTP/1.1 101 Switching Protocols", Upgrade: websocket,
 /// Connection: Upgrade, Sec-WebSocket-Accept, and Sec-WebSocket-Protocol / Sec-WebSocket-Extensions
-/// only when Some and non-empty; ends with the blank line.
+/// only when Some and non-empty, then the application's `extra` headers (uWS's `writeHeader`
+/// before `upgrade`; see [`OWN_101_HEADERS`]); ends with the blank line.
 ///
-/// CR, LF and NUL bytes are dropped from the header values so a value chosen by application
-/// code can never inject extra header lines.
-pub fn write_101(
+/// CR, LF and NUL bytes are dropped from the header values, and header names that are not HTTP
+/// tokens are skipped, so a value chosen by application code can never inject extra lines.
+pub fn write_101<N: AsRef<str>, V: AsRef<str>>(
     out: &mut Vec<u8>,
     accept: &str,
     protocol: Option<&str>,
     extensions: Option<&str>,
+    extra: &[(N, V)],
 ) {
     out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
     out.extend_from_slice(b"Upgrade: websocket\r\n");
@@ -291,41 +310,65 @@ pub fn write_101(
     if let Some(e) = extensions.filter(|e| !e.is_empty()) {
         write_header(out, "Sec-WebSocket-Extensions", e);
     }
+    write_app_headers(out, extra, &OWN_101_HEADERS);
     out.extend_from_slice(b"\r\n");
 }
 
-/// Append an error response: status line with the standard reason phrase for the status,
+/// Append an error response of the core: status line with the standard reason phrase,
 /// "Content-Type: text/plain", "Content-Length", "Connection: close", and for 426 also
-/// "Sec-WebSocket-Version: 13"; then the body `message`.
-///
-/// A status outside 100..=999 cannot be written on a status line and is sent as 500.
+/// "Sec-WebSocket-Version: 13"; then the body `message`. See [`write_refusal`].
 pub fn write_error(out: &mut Vec<u8>, status: u16, message: &str) {
-    write_error_with(out, status, message, &[]);
+    write_refusal::<&str, &str>(out, status, None, &[], message);
 }
 
-/// An error response with extra headers (e.g. `Retry-After` on a 503).
-pub fn write_error_with(out: &mut Vec<u8>, status: u16, message: &str, headers: &[(&str, &str)]) {
+/// Append a refusal: the status line (a status outside 100..=999 cannot be written there and is
+/// sent as 500; `reason` is the reason phrase, printable ASCII, the standard one when None or
+/// empty), "Content-Type: text/plain" unless `headers` has a Content-Type, "Content-Length",
+/// "Connection: close", for 426 "Sec-WebSocket-Version: 13", then `headers` (see
+/// [`OWN_REFUSAL_HEADERS`]) and the body `message`.
+pub fn write_refusal<N: AsRef<str>, V: AsRef<str>>(
+    out: &mut Vec<u8>,
+    status: u16,
+    reason: Option<&str>,
+    headers: &[(N, V)],
+    message: &str,
+) {
     let status = if (100..=999).contains(&status) {
         status
     } else {
         500
     };
+    let reason = reason
+        .map(|r| r.trim_matches(is_ows))
+        .filter(|r| !r.is_empty() && r.bytes().all(|b| b == b' ' || b == b'\t' || (0x21..0x7f).contains(&b)))
+        .unwrap_or_else(|| reason_phrase(status));
     out.extend_from_slice(b"HTTP/1.1 ");
     out.extend_from_slice(status.to_string().as_bytes());
     out.push(b' ');
-    out.extend_from_slice(reason_phrase(status).as_bytes());
+    out.extend_from_slice(reason.as_bytes());
     out.extend_from_slice(b"\r\n");
-    out.extend_from_slice(b"Content-Type: text/plain\r\n");
+    if !headers.iter().any(|(n, _)| n.as_ref().eq_ignore_ascii_case("content-type")) {
+        out.extend_from_slice(b"Content-Type: text/plain\r\n");
+    }
     write_header(out, "Content-Length", &message.len().to_string());
     out.extend_from_slice(b"Connection: close\r\n");
     if status == BAD_VERSION.status {
         write_header(out, "Sec-WebSocket-Version", WS_VERSION);
     }
-    for (name, value) in headers {
-        write_header(out, name, value);
-    }
+    write_app_headers(out, headers, &OWN_REFUSAL_HEADERS);
     out.extend_from_slice(b"\r\n");
     out.extend_from_slice(message.as_bytes());
+}
+
+/// Write an application's headers, skipping names that are not HTTP tokens and names in `own`.
+fn write_app_headers<N: AsRef<str>, V: AsRef<str>>(out: &mut Vec<u8>, headers: &[(N, V)], own: &[&str]) {
+    for (name, value) in headers {
+        let name = name.as_ref();
+        let token = !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+        if token && !own.iter().any(|o| o.eq_ignore_ascii_case(name)) {
+            write_header(out, name, value.as_ref());
+        }
+    }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -7,8 +7,10 @@
 //!   permessage-deflate needs, so the server's frame reader and writer are ours).
 //! - [`extensions`]: permessage-deflate (RFC 7692) negotiation (offers, [`DeflateConfig`]).
 //! - [`deflate`]: permessage-deflate streams: compressor, bounded inflater, per-thread pools.
+//! - [`target`]: request targets (origin and absolute form) and which are refused.
 //! - [`route`]: route patterns and which one a request path matches.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
+//! - [`proxy`]: the PROXY protocol header (v1, v2) before the upgrade, when turned on.
 //! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
@@ -34,10 +36,12 @@ pub mod handler;
 pub mod handshake;
 pub mod message;
 pub mod pacing;
+pub mod proxy;
 pub mod route;
 pub mod server;
 pub mod stats;
 mod stream;
+pub mod target;
 mod task;
 #[cfg(test)]
 mod testutil;

@@ -1,5 +1,5 @@
-//! Routing: which route pattern an upgrade request's path matches (the server tries the routes
-//! in the order they were added).
+//! Routing: which route pattern an upgrade request's path matches, and which route a request
+//! goes to when several match ([`select`]: the first added, or uWS's priority for uWS patterns).
 
 /// A pattern starting with this prefix is matched by uWebSockets.js's rules (the `uws` compat
 /// surface registers its patterns so): no trailing-slash tolerance, "/x/*" needs the "/" after
@@ -32,6 +32,41 @@ pub fn path_matches(pattern: &str, path: &str) -> bool {
         return true;
     }
     !pattern.ends_with('/') && path.strip_suffix('/') == Some(pattern)
+}
+
+/// The route a request path goes to, as an index into `patterns` (in the order the routes were
+/// added), or None. Plain patterns: the first that matches. Patterns prefixed with
+/// [`UWS_PATTERN_PREFIX`]: uWebSockets.js's priority whatever the order — segment by segment, a
+/// static segment before a parameter before a wildcard (its router tries children in that order);
+/// equal shapes go to the first added. (A plain match comes before a uWS one; an app has one kind.)
+#[must_use]
+pub fn select<'a>(patterns: impl IntoIterator<Item = &'a str>, path: &str) -> Option<usize> {
+    let mut best: Option<(usize, Vec<u8>)> = None;
+    for (i, pattern) in patterns.into_iter().enumerate() {
+        if !path_matches(pattern, path) {
+            continue;
+        }
+        let Some(uws) = pattern.strip_prefix(UWS_PATTERN_PREFIX) else {
+            return Some(best.map_or(i, |(b, _)| b));
+        };
+        let rank = uws_rank(uws);
+        if best.as_ref().is_none_or(|(_, r)| rank < *r) {
+            best = Some((i, rank));
+        }
+    }
+    best.map(|(i, _)| i)
+}
+
+/// Per segment: 0 static, 1 parameter, 2 wildcard (lower goes first).
+fn uws_rank(pattern: &str) -> Vec<u8> {
+    pattern
+        .split('/')
+        .map(|seg| match seg.as_bytes().first() {
+            Some(b':') => 1,
+            Some(b'*') => 2,
+            _ => 0,
+        })
+        .collect()
 }
 
 /// The route parameters (":name" segments) of `path` under `pattern`, in pattern order, as
@@ -81,29 +116,6 @@ fn match_segments<'a>(pattern: &'a str, path: &'a str, strict: bool) -> Option<V
         }
     }
     Some(params)
-}
-
-/// A request target in origin form (path + optional "?query"). An absolute-form target
-/// (`http://host:port/path?q`, RFC 9112 §3.2.2, which a server must accept) gives its path and
-/// query ("/" when it has no path); any other target is returned as it is.
-#[must_use]
-pub fn origin_form(target: &str) -> std::borrow::Cow<'_, str> {
-    if target.starts_with('/') {
-        return target.into();
-    }
-    let Some(scheme_end) = target.find("://") else {
-        return target.into();
-    };
-    let scheme = &target[..scheme_end];
-    if scheme.is_empty() || !scheme.bytes().all(|b| b.is_ascii_alphanumeric() || b"+-.".contains(&b)) {
-        return target.into();
-    }
-    let rest = &target[scheme_end + 3..];
-    match rest.find(['/', '?', '#']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => rest[i..].into(),
-        Some(i) => format!("/{}", &rest[i..]).into(),
-        None => "/".into(),
-    }
 }
 
 #[cfg(test)]

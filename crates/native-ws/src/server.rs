@@ -8,7 +8,8 @@ use crate::conn::Conn;
 use crate::extensions;
 use crate::handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 use crate::handshake::{self, HttpError, Request};
-use crate::route::path_matches;
+use crate::proxy;
+use crate::route;
 use crate::stats::Stats;
 use crate::stream::Stream;
 use crate::task;
@@ -64,6 +65,8 @@ struct Shared {
     draining: AtomicBool,
     secret: String,
     admission: Arc<Admission>,
+    /// connections to the own listeners start with a PROXY protocol header (required)
+    proxy_protocol: AtomicBool,
 }
 
 pub struct Server {
@@ -114,6 +117,7 @@ impl Server {
                 draining: AtomicBool::new(false),
                 secret: random_secret(),
                 admission: Arc::new(Admission::new(AdmissionConfig::OFF)),
+                proxy_protocol: AtomicBool::new(false),
             }),
             listeners: Mutex::new(Vec::new()),
             internal: Mutex::new(None),
@@ -213,6 +217,13 @@ impl Server {
         }
     }
 
+    /// Require a PROXY protocol header (v1 or v2, see [`proxy`]) at the start of every connection
+    /// to the own listeners (not the internal listener, not adopted sockets): the client it names
+    /// is reported as [`OpenInfo::proxied`]; a connection without a valid one is closed.
+    pub fn set_proxy_protocol(&self, on: bool) {
+        self.shared.proxy_protocol.store(on, Relaxed);
+    }
+
     /// While draining, new upgrades are refused with 503.
     pub fn set_draining(&self, on: bool) {
         self.shared.draining.store(on, Relaxed);
@@ -281,13 +292,20 @@ async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAdd
 }
 
 async fn refuse(shared: &Shared, stream: &mut Stream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
-    refuse_with(shared, stream, e.status, e.message).await
+    refuse_with::<&str, &str>(shared, stream, e.status, None, &[], e.message).await
 }
 
-async fn refuse_with(shared: &Shared, stream: &mut Stream, status: u16, body: &str) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+async fn refuse_with<N: AsRef<str>, V: AsRef<str>>(
+    shared: &Shared,
+    stream: &mut Stream,
+    status: u16,
+    reason: Option<&str>,
+    headers: &[(N, V)],
+    body: &str,
+) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     Stats::add(&shared.stats.upgrades_rejected, 1);
     let mut out = Vec::new();
-    handshake::write_error(&mut out, status, body);
+    handshake::write_refusal(&mut out, status, reason, headers, body);
     let _ = stream.write_all(&out).await;
     let _ = stream.shutdown().await;
     None
@@ -301,10 +319,15 @@ async fn read_head(
     stream: &mut Stream,
     preamble: bool,
     secret: &str,
+    early: Vec<u8>,
 ) -> Result<Option<(Request, Vec<u8>, Option<Option<SocketAddr>>)>, HttpError> {
     /// The head is read in steps of this many bytes.
     const STEP: usize = 1024;
-    let mut buf: Vec<u8> = Vec::with_capacity(STEP);
+    // `early`: bytes read past a PROXY header, the start of the request (perhaps all of it).
+    if let Some((req, used)) = handshake::parse_request(&early)? {
+        return Ok(Some((req, early[used..].to_vec(), None)));
+    }
+    let mut buf: Vec<u8> = early;
     let mut peer = None;
     let mut start = 0;
     loop {
@@ -386,11 +409,17 @@ async fn accept_upgrade(
     mut remote: Option<SocketAddr>,
     source: Source,
 ) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+    let mut proxied = None;
     let (req, mut leftover) = match source {
         Source::Parsed(req, head) => (req, head),
         Source::Socket | Source::Preamble => {
             let preamble = matches!(source, Source::Preamble);
-            match read_head(stream, preamble, &shared.secret).await {
+            let mut early = Vec::new();
+            if !preamble && shared.proxy_protocol.load(Relaxed) {
+                // No valid header (or the peer left): close without an answer.
+                (proxied, early) = proxy::read_header(stream).await?;
+            }
+            match read_head(stream, preamble, &shared.secret, early).await {
                 Ok(Some((req, rest, peer))) => {
                     if let Some(p) = peer {
                         remote = p;
@@ -411,10 +440,7 @@ async fn accept_upgrade(
     }
     let route = {
         let routes = shared.routes.read().unwrap();
-        routes
-            .iter()
-            .position(|(p, _)| path_matches(p, req.path()))
-            .map(|i| (i as u32, routes[i].1.clone()))
+        route::select(routes.iter().map(|(p, _)| p.as_str()), req.path()).map(|i| (i as u32, routes[i].1.clone()))
     };
     let Some((route, behavior)) = route else {
         return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
@@ -422,17 +448,14 @@ async fn accept_upgrade(
     // Before the consumer hears of it: hold or refuse over the admission limits.
     if let Verdict::Refuse { retry_after_s } = shared.admission.admit().await {
         let retry = retry_after_s.to_string();
-        Stats::add(&shared.stats.upgrades_rejected, 1);
-        let mut out = Vec::new();
-        handshake::write_error_with(&mut out, 503, "Server is busy, retry later", &[("Retry-After", &retry)]);
-        let _ = stream.write_all(&out).await;
-        let _ = stream.shutdown().await;
-        return None;
+        return refuse_with(shared, stream, 503, None, &[("Retry-After", retry.as_str())], "Server is busy, retry later").await;
     }
     // Admitted: pending until the consumer takes the upgrade event (hook) or the open event.
     let admitted = AdmittedGuard(&shared.admission, !behavior.upgrade_hook);
-    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(&upgrade.extensions, c));
     let mut protocol = None;
+    // The application's permessage-deflate offer, when it gives one (uWS's res.upgrade argument).
+    let mut offer = None;
+    let mut extra = Vec::new();
     let mut token = 0;
     if behavior.upgrade_hook {
         token = shared.next_token.fetch_add(1, Relaxed);
@@ -446,6 +469,7 @@ async fn accept_upgrade(
             url: req.url.clone(),
             headers: req.headers.clone(),
             remote,
+            proxied,
             protocols: upgrade.protocols.clone(),
             extensions: upgrade.extensions.clone(),
         });
@@ -457,16 +481,22 @@ async fn accept_upgrade(
             return None;
         };
         match decision {
-            Ok(Decision::Accept { protocol: p }) => {
+            Ok(Decision::Accept { protocol: p, extensions, headers }) => {
                 protocol = p.filter(|p| upgrade.protocols.iter().any(|o| o == p));
+                offer = extensions;
+                extra = headers;
             }
-            Ok(Decision::Reject { status, body }) => return refuse_with(shared, stream, status, &body).await,
+            Ok(Decision::Reject { status, reason, body, headers }) => {
+                return refuse_with(shared, stream, status, reason.as_deref(), &headers, &body).await;
+            }
             Err(_) => return refuse(shared, stream, HttpError { status: 500, message: "Upgrade not answered" }).await,
         }
     }
+    let offered = offer.as_deref().unwrap_or(&upgrade.extensions);
+    let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(offered, c));
     let extensions = negotiated.as_ref().map(|n| n.response.clone());
     let mut out = Vec::with_capacity(256);
-    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref());
+    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref(), &extra);
     stream.write_all(&out).await.ok()?;
     admitted.disarm(); // the open event carries it to the consumer now
     Stats::add(&shared.stats.upgrades_accepted, 1);
@@ -479,6 +509,7 @@ async fn accept_upgrade(
         url: req.url,
         headers: req.headers,
         remote,
+        proxied,
         protocol: protocol.unwrap_or_default(),
         extensions: extensions.unwrap_or_default(),
     };

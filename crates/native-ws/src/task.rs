@@ -105,13 +105,21 @@ impl Drop for Task {
 }
 
 /// Run an upgraded connection until it closes; `initial` are bytes read past the HTTP head.
-pub(crate) async fn run(
+/// The open event is handed to the consumer here, before the future exists: an async fn keeps its
+/// arguments for its whole life, and `info` would then weigh on every idle connection.
+pub(crate) fn run(
     conn: Arc<Conn>,
     stream: Stream,
     initial: Vec<u8>,
     handler: Arc<dyn Handler>,
     info: OpenInfo,
-) {
+) -> impl std::future::Future<Output = ()> {
+    handler.open(&conn, info);
+    handler.flush();
+    run_open(conn, stream, initial, handler)
+}
+
+async fn run_open(conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, handler: Arc<dyn Handler>) {
     let behavior = conn.behavior.clone();
     let mut task = Task {
         reader: Reader::new(behavior.max_payload, behavior.max_fragments, conn.deflate.as_ref()),
@@ -134,8 +142,6 @@ pub(crate) async fn run(
         ping_sent: false,
         stream,
     };
-    handler.open(&conn, info);
-    handler.flush();
     let (code, reason) = task.main(initial).await;
     // Close the socket (FIN) before telling the consumer; the fd is released with the task.
     drop(task);

@@ -42,6 +42,7 @@ fn good() -> Request {
             h("sec-websocket-key", KEY),
         ],
         before_http_1_1: false,
+        invalid_target: false,
     }
 }
 
@@ -341,7 +342,7 @@ fn garbage_is_400() {
 #[test]
 fn write_101_exact_bytes() {
     let mut out = Vec::new();
-    write_101(&mut out, ACCEPT, None, None);
+    write_101::<&str, &str>(&mut out, ACCEPT, None, None, &[]);
     assert_eq!(
         out,
         b"HTTP/1.1 101 Switching Protocols\r\n\
@@ -352,7 +353,7 @@ fn write_101_exact_bytes() {
     );
 
     let mut out2 = Vec::new();
-    write_101(&mut out2, ACCEPT, Some(""), Some(""));
+    write_101::<&str, &str>(&mut out2, ACCEPT, Some(""), Some(""), &[]);
     assert_eq!(out2, out, "empty values are omitted");
 
     let mut out = b"prefix".to_vec();
@@ -361,6 +362,7 @@ fn write_101_exact_bytes() {
         ACCEPT,
         Some("chat"),
         Some("permessage-deflate; server_no_context_takeover"),
+        &[("X-Hello", "world")],
     );
     assert_eq!(
         out,
@@ -370,17 +372,44 @@ fn write_101_exact_bytes() {
           Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n\
           Sec-WebSocket-Protocol: chat\r\n\
           Sec-WebSocket-Extensions: permessage-deflate; server_no_context_takeover\r\n\
+          X-Hello: world\r\n\
           \r\n"
     );
 
     let mut out = Vec::new();
-    write_101(&mut out, ACCEPT, Some("chat"), None);
+    write_101::<&str, &str>(&mut out, ACCEPT, Some("chat"), None, &[]);
     assert!(out.ends_with(b"Sec-WebSocket-Protocol: chat\r\n\r\n"));
 
     // no header injection through application-chosen values
     let mut out = Vec::new();
-    write_101(&mut out, ACCEPT, Some("a\r\nSet-Cookie: x"), None);
+    write_101::<&str, &str>(&mut out, ACCEPT, Some("a\r\nSet-Cookie: x"), None, &[]);
     assert!(out.ends_with(b"Sec-WebSocket-Protocol: aSet-Cookie: x\r\n\r\n"));
+
+    // an application's headers: never the handshake's own, never a name that is not a token,
+    // never a line break in a value
+    let mut out = Vec::new();
+    let extra = [("Upgrade", "h2c"), ("sec-websocket-accept", "x"), ("Bad Name", "1"), ("X-A", "1\r\nX-B: 2"), ("Set-Cookie", "s=1")];
+    write_101(&mut out, ACCEPT, None, None, &extra);
+    let text = String::from_utf8(out).unwrap();
+    assert!(text.ends_with("Sec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\nX-A: 1X-B: 2\r\nSet-Cookie: s=1\r\n\r\n"), "{text}");
+}
+
+#[test]
+fn write_refusal_with_the_applications_status_line_and_headers() {
+    let mut out = Vec::new();
+    let headers = [("WWW-Authenticate", "Token"), ("Content-Length", "999"), ("Connection", "keep-alive")];
+    write_refusal(&mut out, 401, Some("Who Are You"), &headers, "go away");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 401 Who Are You\r\nContent-Type: text/plain\r\nContent-Length: 7\r\nConnection: close\r\n\
+         WWW-Authenticate: Token\r\n\r\ngo away"
+    );
+    let mut out = Vec::new();
+    write_refusal(&mut out, 302, Some("\r\nEvil: 1"), &[("Location", "/elsewhere"), ("Content-Type", "text/html")], "");
+    assert_eq!(
+        String::from_utf8(out).unwrap(),
+        "HTTP/1.1 302 Found\r\nContent-Length: 0\r\nConnection: close\r\nLocation: /elsewhere\r\nContent-Type: text/html\r\n\r\n"
+    );
 }
 
 #[test]
@@ -517,6 +546,27 @@ fn absolute_form_request_target_is_routed_by_its_path() {
     assert_eq!(n, head.len());
     assert_eq!(req.url, "/websocket?x=1");
     assert_eq!(req.path(), "/websocket");
+}
+
+#[test]
+fn a_malformed_target_is_refused_alike_from_raw_bytes_and_from_node() {
+    for target in ["*", "http://%", "/ws%zz", "http://h:99999/ws"] {
+        let head = format!(
+            "GET {target} HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: {KEY}\r\n\r\n"
+        );
+        let (raw, _) = parse_request(head.as_bytes()).unwrap().unwrap();
+        let flat: Vec<String> = good().headers.into_iter().flat_map(|(n, v)| [n, v]).collect();
+        let adopted = Request::parsed_elsewhere("GET".into(), target, "1.1", &flat);
+        for req in [&raw, &adopted] {
+            let e = validate(req).unwrap_err();
+            assert_eq!((e.status, e.message), (400, "Invalid request target"), "{target}");
+            assert_eq!(req.url, target, "kept as sent");
+        }
+    }
+    // a valid origin-form path that URL parsers read as an authority is routed as a path
+    let adopted = Request::parsed_elsewhere("GET".into(), "//invalid:99999", "1.1", &[]);
+    assert_eq!((adopted.invalid_target, adopted.path()), (false, "//invalid:99999"));
 }
 
 #[test]

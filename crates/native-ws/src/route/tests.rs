@@ -82,19 +82,22 @@ fn parameters_and_uws_rules() {
 }
 
 #[test]
-fn absolute_form_targets_give_their_origin_form() {
-    for (target, want) in [
-        ("/websocket", "/websocket"),
-        ("/a?b=c", "/a?b=c"),
-        ("http://host/websocket", "/websocket"),
-        ("http://host:3000/sockjs/1/x/websocket?q=1", "/sockjs/1/x/websocket?q=1"),
-        ("ws://[::1]:80/x", "/x"),
-        ("HTTPS://example.com", "/"),
-        ("http://example.com?x=1", "/?x=1"),
-        ("*", "*"),
-        ("websocket", "websocket"),
-        ("://x/y", "://x/y"),
-    ] {
-        assert_eq!(origin_form(target), want, "{target}");
+fn uws_priority_static_then_parameter_then_wildcard_whatever_the_order() {
+    // What uws-pack 20.0.8 answered for these routes added in this order: /a/*, /a/:p, /a/static, /*.
+    let routes = ["uws:/a/*", "uws:/a/:p", "uws:/a/static", "uws:/*"];
+    for (path, want) in [("/a/static", 2), ("/a/x", 1), ("/a/x/y", 0), ("/b", 3), ("/a/", 0), ("//invalid:99999", 3)] {
+        assert_eq!(select(routes, path), Some(want), "{path}");
     }
+    // deeper static beats a shallower wildcard; equal shapes go to the first added
+    assert_eq!(select(["uws:/a/*", "uws:/a/b/*"], "/a/b/c"), Some(1));
+    assert_eq!(select(["uws:/a/:x", "uws:/a/:y"], "/a/1"), Some(0));
+    assert_eq!(select(["uws:/a/:x"], "/b/1"), None);
+}
+
+#[test]
+fn plain_patterns_go_in_the_order_added() {
+    assert_eq!(select(["/*", "/a"], "/a"), Some(0));
+    assert_eq!(select(["/a", "/*"], "/a"), Some(0));
+    assert_eq!(select(["/b", "/*"], "/a"), Some(1));
+    assert_eq!(select(["/b"], "/a"), None);
 }
