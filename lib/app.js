@@ -30,6 +30,8 @@ class TemplatedApp {
       }
       return this._deliver(batch);
     });
+    // settle() delivers events whose handlers may close the app: it lives on a handle of its own
+    this._bridge = this._native.bridgeHandle();
     this._native.setAdmission(admission);
     this._proxyProtocol = proxyProtocol;
     if (proxyProtocol) this._native.setProxyProtocol(true);
@@ -121,7 +123,7 @@ class TemplatedApp {
       }
     }
     this._carry = null;
-    this._native.settle();
+    this._bridge.settle();
   }
 
   /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped.

@@ -303,11 +303,10 @@ impl NativeApp {
         Ok(())
     }
 
-    /// After a delivery, from a `setImmediate`: wake JS again if events wait, else let the next
-    /// event wake it (see bridge.rs). Works after `close` too (then it does nothing).
+    /// The bridge's own handle, for `settle` (see [`BridgeHandle`]).
     #[napi]
-    pub fn settle(&self, env: Env) {
-        self.bridge.settle(env.raw());
+    pub fn bridge_handle(&self) -> BridgeHandle {
+        BridgeHandle { bridge: self.bridge.clone() }
     }
 
     /// Keep the Node event loop alive (listening or sockets open) or not.
@@ -356,6 +355,23 @@ impl NativeApp {
             server.shutdown();
         }
         self.bridge.release(env.raw());
+    }
+}
+
+/// The bridge apart from the app: `settle` may deliver events, whose handlers may call the app
+/// (`app.close()` needs the app mutably), so it must not hold a borrow of the `NativeApp`.
+#[napi]
+pub struct BridgeHandle {
+    bridge: Arc<Bridge>,
+}
+
+#[napi]
+impl BridgeHandle {
+    /// After a delivery, from a `setImmediate`: deliver what waits (one turn's worth), else let
+    /// the next event wake JS (see bridge.rs). Works after `close` too (then it does nothing).
+    #[napi]
+    pub fn settle(&self, env: Env) {
+        self.bridge.settle(env.raw());
     }
 }
 
