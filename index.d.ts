@@ -36,6 +36,9 @@ export interface AdmissionOptions {
   /** Admitted sockets whose open event (or upgrade event, with an `upgrade` hook) JS has not
    *  taken yet; new upgrades wait while this many do (0..1e6, default 256; 0 = no bound). */
   maxPendingOpens?: number;
+  /** New upgrades wait while JS's oldest unhandled event has waited longer than this, ms
+   *  (0..60000, default 20; 0 = no bound): keeps existing clients' latency near it in a storm. */
+  maxLagMs?: number;
   /** Longest an upgrade is held before it is refused, ms (0..8000, default 5000). */
   holdMs?: number;
   /** `Retry-After` of a refusal, seconds (0..86400, default 2). */
