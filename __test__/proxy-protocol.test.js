@@ -154,12 +154,12 @@ test('without proxyProtocol a PROXY header is a malformed request (400), as befo
   assert.equal(r.status, 400);
 });
 
-test('config errors: proxyProtocol must be a boolean; attach() refuses an app with it', () => {
+test('config errors: proxyProtocol must be a boolean; attach() to an https.Server refuses an app with it', () => {
   assert.throws(() => App({ proxyProtocol: 'yes' }), /App\.proxyProtocol must be a boolean/);
   assert.throws(() => uws.App({ proxyProtocol: 1 }), /App\.proxyProtocol must be a boolean/);
   const app = App({ proxyProtocol: true }).ws('/*', {});
   try {
-    assert.throws(() => app.attach(require('node:http').createServer()), /attach: App option proxyProtocol/);
+    assert.throws(() => app.attach(require('node:https').createServer()), /attach: App option proxyProtocol needs a plain http\.Server/);
   } finally {
     app.close();
   }
