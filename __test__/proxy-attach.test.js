@@ -223,6 +223,18 @@ test('a header that never completes (slow, or split and abandoned): closed by th
   assert.ok(elapsed >= HANDSHAKE_TIMEOUT_MS - 500 && elapsed < HANDSHAKE_TIMEOUT_MS + 2500, `closed after ${elapsed} ms`);
 });
 
+test('a peer that ends (FIN) before a whole header: closed at once, not after the timeout', async () => {
+  const t0 = Date.now();
+  const closed = await deadline(new Promise((resolve) => {
+    const s = net.connect(ports.main, '127.0.0.1', () => s.end(Buffer.from('PROXY TCP4 192.0.2.7 ')));
+    s.resume();
+    s.on('close', () => resolve(true));
+    s.on('error', () => {});
+  }), 5000, 'close');
+  assert.ok(closed);
+  assert.ok(Date.now() - t0 < 3000, `closed after ${Date.now() - t0} ms`);
+});
+
 test('after all of that both servers still serve', async () => {
   for (const port of [ports.main, ports.meteor]) {
     const [body] = await requests(port, [Buffer.concat([v1('PROXY TCP4 192.0.2.8 127.0.0.1 8 80'), get('/')])]);

@@ -40,9 +40,11 @@ function readHeader(socket, next) {
     clearTimeout(timer);
     socket.removeListener('data', onData);
     socket.removeListener('error', onError);
+    socket.removeListener('end', onError);
     socket.removeListener('close', stop);
   };
-  // An error before Node's HTTP layer has the socket (ECONNRESET): only this connection ends.
+  // An error before Node's HTTP layer has the socket (ECONNRESET), or the peer's end (FIN)
+  // before a whole header: only this connection ends.
   function onError() {
     stop();
     socket.destroy();
@@ -67,6 +69,7 @@ function readHeader(socket, next) {
   }
   socket.on('data', onData);
   socket.on('error', onError);
+  socket.on('end', onError);
   socket.on('close', stop);
 }
 
