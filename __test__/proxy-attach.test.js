@@ -19,7 +19,7 @@ const { HANDSHAKE_TIMEOUT_MS } = require('../lib/constants');
 const { deadline, sleep, waitFor } = require('./helpers/common');
 const { listen, closeServer } = require('./helpers/meteor-util');
 const {
-  HAPROXY, HAPROXY_MISSING, ACCEPTED, INCOMPLETE_OPENINGS, upgradeRequest, v1, v2, v2ipv4,
+  HAPROXY, ACCEPTED, INCOMPLETE_OPENINGS, upgradeRequest, v1, v2, v2ipv4,
   refusedOpenings, exchange, byteByByte, startHaproxy,
 } = require('./helpers/proxy');
 
@@ -270,7 +270,8 @@ test('closing the app gives the server its connection listeners back (no header 
 // ---- real HAProxy in front of the Meteor adapter ------------------------------------------------
 
 test('HAProxy send-proxy (v1) and send-proxy-v2 in front of the Meteor adapter: DDP and HTTP see the client', {
-  skip: HAPROXY ? false : HAPROXY_MISSING,
+  // the reason stays literal here: .ci/run finds the suites needing a package by grepping it
+  skip: HAPROXY ? false : 'haproxy not installed: apt-get install -y haproxy',
   timeout: 60_000,
 }, async (t) => {
   const routes = [

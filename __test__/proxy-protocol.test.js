@@ -15,7 +15,7 @@ const uws = require('../lib/uws');
 const { HANDSHAKE_TIMEOUT_MS } = require('../lib/constants');
 const { deadline, waitFor } = require('./helpers/common');
 const {
-  HAPROXY, HAPROXY_MISSING, ACCEPTED, INCOMPLETE_OPENINGS, upgradeRequest, v1, v2, v2ipv4,
+  HAPROXY, ACCEPTED, INCOMPLETE_OPENINGS, upgradeRequest, v1, v2, v2ipv4,
   refusedOpenings, exchange, byteByByte, startHaproxy,
 } = require('./helpers/proxy');
 
@@ -219,7 +219,8 @@ test('/uws without proxyProtocol: getProxiedRemoteAddress* are empty', async () 
 // ---- real HAProxy in front --------------------------------------------------------------------
 
 test('HAProxy send-proxy (v1) and send-proxy-v2 in front: the server sees the client\'s own address', {
-  skip: HAPROXY ? false : HAPROXY_MISSING,
+  // the reason stays literal here: .ci/run finds the suites needing a package by grepping it
+  skip: HAPROXY ? false : 'haproxy not installed: apt-get install -y haproxy',
   timeout: 60_000,
 }, async (t) => {
   const routes = [
