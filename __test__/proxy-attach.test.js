@@ -71,6 +71,7 @@ function requests(port, chunks, { gapMs = 0, timeout = 5000 } = {}) {
 // ---- the servers under test: the main API attached, and the Meteor adapter ---------------------
 
 const opened = []; // the main API's WebSockets: their address and port, in order
+const upgrades = []; // the main API's upgrade requests: the same
 const meteorSockets = [];
 let app;
 let server;
@@ -81,6 +82,10 @@ let ports;
 before(async () => {
   server = http.createServer(whoAmI);
   app = App({ proxyProtocol: true }).ws('/echo', {
+    upgrade: (req, res) => {
+      upgrades.push({ address: req.remoteAddress, port: req.remotePort });
+      res.accept({});
+    },
     open: (ws) => opened.push({ address: ws.getRemoteAddressAsText(), port: ws.getRemotePort() }),
     message: (ws, data, isBinary) => ws.send(data, isBinary),
   });
@@ -141,12 +146,14 @@ test('v2 LOCAL (a health check) and v1 UNKNOWN: served, the client is the TCP pe
 // ---- WebSocket upgrades on the attached path ---------------------------------------------------
 
 for (const [name, header, address, port] of ACCEPTED) {
-  test(`${name} header and upgrade in one write: 101, the WebSocket's address is the header's client`, async () => {
+  test(`${name} header and upgrade in one write: 101, the upgrade req's and the WebSocket's address are the header's client`, async () => {
     const from = opened.length;
+    const fromUpgrade = upgrades.length;
     const r = await exchange(ports.main, [Buffer.concat([header, UPGRADE])]);
     assert.equal(r.status, 101);
     await waitFor(() => opened.length > from, { label: 'open' });
     assert.deepEqual(opened[from], { address, port });
+    assert.deepEqual(upgrades[fromUpgrade], { address, port });
   });
 }
 
