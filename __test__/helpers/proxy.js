@@ -190,6 +190,31 @@ async function startHaproxy(t, routes) {
   return { front, output: () => output, running: () => proc.exitCode === null && proc.signalCode === null };
 }
 
+/**
+ * A PROXY header, the upgrade request and one masked text frame "hi" in one write; resolves with
+ * the first 4 bytes after the response head (the echoed frame: 0x81 2 'h' 'i').
+ */
+async function echoBehindHeader(port, header, upgrade) {
+  const s = net.connect(port, '127.0.0.1');
+  await new Promise((r) => s.on('connect', r));
+  const payload = Buffer.from('hi');
+  const mask = Buffer.from([1, 2, 3, 4]);
+  const frame = Buffer.concat([Buffer.from([0x81, 0x80 | payload.length]), mask, payload.map((b, i) => b ^ mask[i % 4])]);
+  s.write(Buffer.concat([header, upgrade, frame]));
+  try {
+    return await deadline(new Promise((resolve) => {
+      let buf = Buffer.alloc(0);
+      s.on('data', (d) => {
+        buf = Buffer.concat([buf, d]);
+        const end = buf.indexOf('\r\n\r\n');
+        if (end >= 0 && buf.length >= end + 4 + 4) resolve([...buf.subarray(end + 4, end + 8)]);
+      });
+    }), 5000, 'echo');
+  } finally {
+    s.destroy();
+  }
+}
+
 module.exports = {
   HAPROXY,
   V2_SIG,
@@ -203,5 +228,6 @@ module.exports = {
   refusedOpenings,
   exchange,
   byteByByte,
+  echoBehindHeader,
   startHaproxy,
 };
