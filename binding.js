@@ -843,6 +843,7 @@ module.exports.constants = nativeBinding.constants
 module.exports.end = nativeBinding.end
 module.exports.forget = nativeBinding.forget
 module.exports.originForm = nativeBinding.originForm
+module.exports.parseProxyHeader = nativeBinding.parseProxyHeader
 module.exports.pathMatches = nativeBinding.pathMatches
 module.exports.routeParams = nativeBinding.routeParams
 module.exports.setIdleTimeout = nativeBinding.setIdleTimeout

@@ -15,10 +15,13 @@ export enum SendStatus {
 export interface AppOptions {
   /** I/O threads owning the sockets (tokio workers). Integer 1..16, default 1. */
   threads?: number;
-  /** Connections to the app's own listener (`listen()`) must open with a PROXY protocol header
-   *  (v1 or v2, as HAProxy's `send-proxy`/`send-proxy-v2` or a cloud network load balancer send
-   *  it); the client it names is then the socket's remote address. A connection without a valid
-   *  header is closed unanswered. Not with `attach()` (throws). Default false. */
+  /** Connections to the app's own listener (`listen()`), and every connection of a plain
+   *  `http.Server` it is attached to (`attach()`), must open with a PROXY protocol header (v1 or
+   *  v2, as HAProxy's `send-proxy`/`send-proxy-v2` or a cloud network load balancer send it); the
+   *  client it names is then the socket's remote address (on an attached server also the
+   *  `net.Socket`'s `remoteAddress`/`remotePort`/`remoteFamily`, so `req.socket.remoteAddress` of
+   *  plain HTTP requests). A connection without a valid header is closed unanswered. `attach()` to
+   *  an `https.Server` throws. Default false. */
   proxyProtocol?: boolean;
   /** Admission control for reconnect storms, in the core before any JS runs: `true`/omitted =
    *  the defaults (on), `false` = off, or limits merged over the defaults. */

@@ -121,7 +121,7 @@ export interface TemplatedApp {
 /** `admission`: the main API's admission control (see index.d.ts); off unless given here, as
  *  uWS.js has none. `proxyProtocol`: ours (uWS.js has PROXY support only as a build flag):
  *  connections to listen() must open with a PROXY protocol v1 or v2 header; without a valid one
- *  they are closed. Not with SSLApp. */
+ *  they are closed. Not with SSLApp (it attaches to an https.Server: TLS comes first). */
 export interface AppOptions {
   threads?: number;
   admission?: boolean | import('./index').AdmissionOptions;

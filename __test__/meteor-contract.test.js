@@ -453,10 +453,10 @@ describe('settings', () => {
 
   test('validateSettings fills in the defaults', T, () => {
     assert.deepEqual(validateSettings(undefined), {
-      payloadLength: 16384, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 1, drainOnSigterm: false, admission: true,
+      payloadLength: 16384, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 1, drainOnSigterm: false, admission: true, proxyProtocol: false,
     });
     assert.deepEqual(validateSettings({ payloadLength: 48, threads: 2, drainOnSigterm: true }), {
-      payloadLength: 48, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 2, drainOnSigterm: true, admission: true,
+      payloadLength: 48, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 2, drainOnSigterm: true, admission: true, proxyProtocol: false,
     });
   });
 

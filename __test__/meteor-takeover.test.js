@@ -210,7 +210,7 @@ describe('settings, prefix and the one owner', () => {
     const status = takeOver(m.ctx({ logger: log }));
     await m.listen();
     assert.equal(status.state, 'serving');
-    assert.deepEqual(status.transport._settings, { ...settings, timeout: 0, drainOnSigterm: false, admission: true });
+    assert.deepEqual(status.transport._settings, { ...settings, timeout: 0, drainOnSigterm: false, admission: true, proxyProtocol: false });
     assert.match(log.lines[0], /native serves \/app\/websocket .*payloadLength 64 KiB, maxBackpressure 1048576 B, threads 2\); SockJS stays at \/app\/sockjs/);
     const { socket } = await ddpOverWs(m, '/app/websocket');
     assert.ok(isNative(socket));
@@ -222,7 +222,7 @@ describe('settings, prefix and the one owner', () => {
     const m = make({ line: '3.4' });
     const upgrade = m.httpServer.listeners('upgrade');
     for (const [value, re] of [
-      [{ port: 5001 }, /Meteor\.settings\.packages\["ddp-transport-native"\] has an unknown key "port"; valid keys: payloadLength, timeout, maxBackpressure, threads, drainOnSigterm, admission, enabled/],
+      [{ port: 5001 }, /Meteor\.settings\.packages\["ddp-transport-native"\] has an unknown key "port"; valid keys: payloadLength, timeout, maxBackpressure, threads, drainOnSigterm, admission, proxyProtocol, enabled/],
       [{ admission: { nope: 1 } }, /Meteor\.settings\.packages\["ddp-transport-native"\]\.admission/],
       [{ threads: 0 }, /Meteor\.settings\.packages\["ddp-transport-native"\]\.threads must be an integer 1\.\.16, got 0/],
       [{ enabled: 'no' }, /\.enabled must be true or false/],

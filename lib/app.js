@@ -2,6 +2,7 @@
 // The App: routes, listeners, same-port attachment, the dispatch of event batches from the core
 // to the handlers, drain, stats and close.
 
+const tls = require('tls');
 const { native, Event, TURN_BUDGET_MS } = require('./constants');
 const O = require('./options');
 const { WebSocket, headerObject } = require('./websocket');
@@ -74,13 +75,13 @@ class TemplatedApp {
 
   attach(server, options) {
     const { paths } = O.attachOptions(server, options, this._routes.map((r) => r.pattern));
-    if (this._proxyProtocol) {
-      throw new Error('attach: App option proxyProtocol works on the app\'s own listener (listen()) only; the connections of an attached server (and of a /uws SSLApp, which attaches to an https.Server) are read by Node first, which does not speak the PROXY protocol');
+    if (this._proxyProtocol && server instanceof tls.Server) {
+      throw new Error('attach: App option proxyProtocol needs a plain http.Server (or the app\'s own listener, listen()); an https.Server (and a /uws SSLApp, which attaches to one) reads TLS first, before any PROXY header could be read: terminate TLS in the proxy');
     }
     if (this._attached.some((a) => a.server === server)) {
       throw new Error(`attach: this app is already attached to this server (paths ${paths.join(', ')}); attach it once`);
     }
-    this._attached.push(attach(this, server, paths));
+    this._attached.push(attach(this, server, paths, { proxyProtocol: this._proxyProtocol }));
     return this;
   }
 

@@ -9,6 +9,7 @@
 const net = require('net');
 const { native } = require('./constants');
 const { nativeError } = require('./options');
+const { requireProxyHeaders, releaseProxyHeaders, proxiedPeer } = require('./proxy-header');
 
 function rethrow(err) {
   throw err;
@@ -28,7 +29,9 @@ function requestPath(url) {
  * upgrade goes to the listeners that were there before, untouched (like Meteor's stream_server).
  * Returns the record `detach` needs.
  */
-function attach(app, server, paths) {
+function attach(app, server, paths, { proxyProtocol = false } = {}) {
+  // Before the upgrade listener: a connection's PROXY header is read before Node parses it.
+  const proxy = proxyProtocol ? requireProxyHeaders(server) : null;
   const previous = server.listeners('upgrade').slice();
   server.removeAllListeners('upgrade');
   const onUpgrade = (req, socket, head) => {
@@ -46,14 +49,16 @@ function attach(app, server, paths) {
   server.on('upgrade', onUpgrade);
   const onClose = () => app.close();
   server.once('close', onClose);
-  return { server, onUpgrade, onClose, previous };
+  return { server, onUpgrade, onClose, previous, proxy };
 }
 
-/** Undo `attach`: the listeners that were there before get the server's upgrades back. */
-function detach({ server, onUpgrade, onClose, previous }) {
+/** Undo `attach`: the listeners that were there before get the server's upgrades (and, with
+ *  proxyProtocol, its connections) back. */
+function detach({ server, onUpgrade, onClose, previous, proxy }) {
   server.removeListener('upgrade', onUpgrade);
   server.removeListener('close', onClose);
   for (const l of previous) server.on('upgrade', l);
+  if (proxy !== null) releaseProxyHeaders(proxy);
 }
 
 function takeOver(app, req, socket, head) {
@@ -65,7 +70,9 @@ function takeOver(app, req, socket, head) {
   }
   if (typeof handle.readStop === 'function') handle.readStop();
   try {
-    app._native.adopt(fd, req.method, req.url, req.httpVersion, req.rawHeaders, head);
+    // The client a PROXY header named (lib/proxy-header.js) is the socket's, as on the own listener.
+    const proxied = proxiedPeer(socket);
+    app._native.adopt(fd, req.method, req.url, req.httpVersion, req.rawHeaders, head, proxied?.address, proxied?.port);
   } catch (e) {
     // Only dup() can fail here (EMFILE: out of file descriptors). Like a failed accept, this
     // costs one connection, not the server: the client sees the socket close and retries.

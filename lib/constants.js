@@ -45,6 +45,10 @@ const ADMISSION_DEFAULTS = Object.freeze({ ...c.admissionDefaults });
 /** Time one event-loop turn may spend handling delivered events, ms (the core's TURN_BUDGET). */
 const TURN_BUDGET_MS = c.turnBudgetMs;
 
+/** How long an upgrade's handshake may take, ms (the core's HANDSHAKE_TIMEOUT); also the wait
+ *  for the PROXY header of a connection to an attached server (lib/proxy-header.js). */
+const HANDSHAKE_TIMEOUT_MS = c.handshakeTimeoutMs;
+
 /** Kinds of `send` (message, fragments, ping) and the prefix of routes matched with uWS's rules:
  *  for the uWS compat surface (lib/uws/). */
 const SEND_KIND = Object.freeze({ ...c.sendKind });
@@ -71,6 +75,7 @@ module.exports = {
   COMPRESSION_DEFAULTS,
   ADMISSION_DEFAULTS,
   TURN_BUDGET_MS,
+  HANDSHAKE_TIMEOUT_MS,
   CLOSE_CODE_RANGES,
   CLOSE_CODES_TEXT,
   BACKPRESSURE_CLOSE_CODE,

@@ -13,6 +13,7 @@ declare const outcome: {
   /** When serving: the validated settings (`packages["ddp-transport-native"]` with defaults). */
   readonly settings?: {
     payloadLength: number; timeout: number; maxBackpressure: number; threads: number; drainOnSigterm: boolean;
+    proxyProtocol: boolean;
   };
 };
 export = outcome;

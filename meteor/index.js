@@ -265,7 +265,7 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   setUpPaths.set(httpServer, taken);
 
   const events = new EventEmitter();
-  const app = core.App({ threads: settings.threads, admission: settings.admission });
+  const app = core.App({ threads: settings.threads, admission: settings.admission, proxyProtocol: settings.proxyProtocol });
   const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
   const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
   // The core's socket → our contract socket (core sockets are stable objects).

@@ -34,6 +34,9 @@ const SETTING_KEYS = Object.freeze({
   // admission control (App({ admission })): the object's own keys are checked by the core's
   // admissionOptions when the transport is set up (checkAdmission in index.js)
   admission: { check: (v) => typeof v === 'boolean' || isPlainObject(v), valid: 'true, false or an object of admission limits' },
+  // PROXY protocol (App({ proxyProtocol }) on the attached http.Server): behind HAProxy
+  // send-proxy / send-proxy-v2 or a cloud network load balancer
+  proxyProtocol: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
 });
 
 const SETTING_DEFAULTS = Object.freeze({
@@ -43,6 +46,7 @@ const SETTING_DEFAULTS = Object.freeze({
   threads: 1,
   drainOnSigterm: false,
   admission: true, // the core's defaults (on)
+  proxyProtocol: false, // true: every connection to the app's port opens with a PROXY header
 });
 
 /**

@@ -193,7 +193,8 @@ function takeOver(ctx) {
   Object.defineProperty(ss, OWNER, { value: status, enumerable: false, configurable: true });
   info(`native serves ${prefix}/websocket on the app's own port (${describeCompression(transport._compression)}, ` +
     `payloadLength ${settings.payloadLength} KiB, maxBackpressure ${settings.maxBackpressure} B, ` +
-    `threads ${settings.threads}${settings.drainOnSigterm ? ', drain on SIGTERM' : ''}); ` +
+    `threads ${settings.threads}${settings.drainOnSigterm ? ', drain on SIGTERM' : ''}` +
+    `${settings.proxyProtocol ? ', PROXY protocol required' : ''}); ` +
     `SockJS stays at ${prefix}/sockjs. Off: ${SWITCH_VARIABLE}=0.`);
   return status;
 }

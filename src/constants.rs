@@ -75,6 +75,9 @@ pub struct Constants {
     pub close_code_ranges: Vec<CloseCodeRange>,
     /// The close code of a socket closed for `closeOnBackpressureLimit`.
     pub backpressure_close_code: u32,
+    /// How long an upgrade's handshake may take, ms (native_ws::config::HANDSHAKE_TIMEOUT); also
+    /// bounds the wait for a PROXY header read by JS (lib/proxy-header.js).
+    pub handshake_timeout_ms: f64,
 }
 
 /// The close codes `is_valid_close_code` accepts, as inclusive ranges.
@@ -131,5 +134,6 @@ pub fn constants() -> Constants {
         turn_budget_ms: native_ws::pacing::TURN_BUDGET.as_secs_f64() * 1000.0,
         close_code_ranges: close_code_ranges(),
         backpressure_close_code: CLOSE_TRY_AGAIN as u32,
+        handshake_timeout_ms: native_ws::config::HANDSHAKE_TIMEOUT.as_secs_f64() * 1000.0,
     }
 }

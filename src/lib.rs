@@ -233,8 +233,10 @@ impl NativeApp {
     }
 
     /// Take over a socket from Node: its fd (duplicated here), the request head Node parsed
-    /// (`headers` flat: name, value, ...) and the bytes that followed it.
+    /// (`headers` flat: name, value, ...), the bytes that followed it and, when JS read a PROXY
+    /// header from the socket (`parseProxyHeader`), the client it named.
     #[napi]
+    #[allow(clippy::too_many_arguments)]
     pub fn adopt(
         &self,
         fd: i32,
@@ -243,10 +245,22 @@ impl NativeApp {
         http_version: String,
         headers: Vec<String>,
         head: BufferSlice,
+        proxied_address: Option<String>,
+        proxied_port: Option<u32>,
     ) -> Result<()> {
         let req = Request::parsed_elsewhere(method, &url, &http_version, &headers);
+        let proxied = match (proxied_address, proxied_port) {
+            (Some(ip), Some(port)) => {
+                let ip: std::net::IpAddr = ip
+                    .parse()
+                    .map_err(|_| Error::new(Status::InvalidArg, format!("adopt: proxied address {ip:?} is not an IP address")))?;
+                let port = u16::try_from(port).map_err(|_| Error::new(Status::InvalidArg, format!("adopt: proxied port {port} is out of range")))?;
+                Some(std::net::SocketAddr::new(ip, port))
+            }
+            _ => None,
+        };
         self.server()?
-            .adopt(fd, req, head.to_vec())
+            .adopt(fd, req, head.to_vec(), proxied)
             .map_err(io_error)
     }
 
@@ -420,4 +434,31 @@ pub fn route_params(pattern: String, path: String) -> Option<Vec<String>> {
 #[napi]
 pub fn origin_form(url: String) -> Option<String> {
     native_ws::target::origin_form(&url).map(std::borrow::Cow::into_owned)
+}
+
+/// A PROXY protocol header at the start of `buf` (native_ws::proxy::parse, its caps included).
+/// `error` set: not a valid header (close the connection); else `length` bytes of header and the
+/// client it names in `address`/`port` (none for LOCAL, UNKNOWN: the TCP peer is the client).
+#[napi(object)]
+pub struct ProxyHeader {
+    pub length: u32,
+    pub address: Option<String>,
+    pub port: Option<u32>,
+    pub error: Option<String>,
+}
+
+/// The PROXY header at the start of `buf`; null while a valid one could still follow (read more).
+#[napi]
+pub fn parse_proxy_header(buf: BufferSlice) -> Option<ProxyHeader> {
+    use native_ws::proxy::{parse, Parsed};
+    match parse(&buf) {
+        Parsed::Incomplete => None,
+        Parsed::Invalid(why) => Some(ProxyHeader { length: 0, address: None, port: None, error: Some(why.to_string()) }),
+        Parsed::Header { len, source } => Some(ProxyHeader {
+            length: len as u32,
+            address: source.map(|a| a.ip().to_string()),
+            port: source.map(|a| u32::from(a.port())),
+            error: None,
+        }),
+    }
 }

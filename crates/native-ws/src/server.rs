@@ -82,8 +82,9 @@ enum Source {
     Socket,
     /// read it from the socket after the internal listener's preamble
     Preamble,
-    /// Node already parsed it; these bytes followed the head
-    Parsed(Request, Vec<u8>),
+    /// Node already parsed it; these bytes followed the head; the client a PROXY header read by
+    /// the consumer named (see [`Server::adopt`])
+    Parsed(Request, Vec<u8>, Option<SocketAddr>),
 }
 
 fn random_secret() -> String {
@@ -194,8 +195,10 @@ impl Server {
 
     /// Take over a socket accepted by someone else (Node's http.Server): `fd` is duplicated
     /// (the caller then closes its own), `req` is the request head it parsed, `head` the bytes
-    /// that followed it. The handshake is validated and answered here.
-    pub fn adopt(&self, fd: RawFd, req: Request, head: Vec<u8>) -> io::Result<()> {
+    /// that followed it, `proxied` the client a PROXY header named when the caller read one (see
+    /// [`proxy::parse`]): reported as [`OpenInfo::proxied`], as on the own listener. The
+    /// handshake is validated and answered here.
+    pub fn adopt(&self, fd: RawFd, req: Request, head: Vec<u8>, proxied: Option<SocketAddr>) -> io::Result<()> {
         // Only the dup happens on the caller's (JS) thread; the rest of the set-up runs on an
         // I/O thread: one syscall and one wake-up for the caller per upgrade.
         // SAFETY: the caller guarantees `fd` is an open socket for the duration of this call.
@@ -205,7 +208,7 @@ impl Server {
             // A peer already gone (ENOTCONN) or a socket tokio cannot take: drop it, as the
             // listener drops a failed accept.
             let Ok((stream, remote)) = Stream::adopt(owned) else { return };
-            serve(shared, stream, remote, Source::Parsed(req, head)).await;
+            serve(shared, stream, remote, Source::Parsed(req, head, proxied)).await;
         });
         Ok(())
     }
@@ -218,7 +221,8 @@ impl Server {
     }
 
     /// Require a PROXY protocol header (v1 or v2, see [`proxy`]) at the start of every connection
-    /// to the own listeners (not the internal listener, not adopted sockets): the client it names
+    /// to the own listeners (not the internal listener; an adopted socket's header is read by the
+    /// caller, see [`Server::adopt`]): the client it names
     /// is reported as [`OpenInfo::proxied`]; a connection without a valid one is closed.
     pub fn set_proxy_protocol(&self, on: bool) {
         self.shared.proxy_protocol.store(on, Relaxed);
@@ -411,7 +415,10 @@ async fn accept_upgrade(
 ) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     let mut proxied = None;
     let (req, mut leftover) = match source {
-        Source::Parsed(req, head) => (req, head),
+        Source::Parsed(req, head, p) => {
+            proxied = p;
+            (req, head)
+        }
         Source::Socket | Source::Preamble => {
             let preamble = matches!(source, Source::Preamble);
             let mut early = Vec::new();
