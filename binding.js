@@ -835,6 +835,7 @@ function __napiStampBindingTarget(exportsObject, target) {
 // linked import resolves to `undefined`.
 module.exports.__napiBindingTarget = __napiStampBindingTarget(nativeBinding, __napiLoadedBindingTarget)
 module.exports = nativeBinding
+module.exports.BridgeHandle = nativeBinding.BridgeHandle
 module.exports.NativeApp = nativeBinding.NativeApp
 module.exports.bufferedAmount = nativeBinding.bufferedAmount
 module.exports.close = nativeBinding.close

@@ -39,6 +39,9 @@ export interface AdmissionOptions {
   /** Admitted sockets whose open event (or upgrade event, with an `upgrade` hook) JS has not
    *  taken yet; new upgrades wait while this many do (0..1e6, default 256; 0 = no bound). */
   maxPendingOpens?: number;
+  /** New upgrades wait while JS's oldest unhandled event has waited longer than this, ms
+   *  (0..60000, default 20; 0 = no bound): keeps existing clients' latency near it in a storm. */
+  maxLagMs?: number;
   /** Longest an upgrade is held before it is refused, ms (0..8000, default 5000). */
   holdMs?: number;
   /** `Retry-After` of a refusal, seconds (0..86400, default 2). */
@@ -242,11 +245,21 @@ export interface TemplatedApp {
   /** Stop accepting upgrades (503), end sockets in batches with queued frames flushed. */
   drain(options?: DrainOptions): Promise<void>;
   stats(): Stats;
+  /** `stats()` in the Prometheus text exposition format 0.0.4 (HELP and TYPE per family,
+   *  counters end in `_total`, closes by code as the `code` label). `prefix` replaces
+   *  `ddp_transport_native_`. Serve it with `metricsContentType`. */
+  metrics(options?: { prefix?: string }): string;
+  /** Observable instruments on an OpenTelemetry Meter (`@opentelemetry/api`, not a dependency):
+   *  counters, gauges and `closes` with a `code` attribute, read from `stats()` per collection.
+   *  `prefix` defaults to `ddp_transport_native.`. Returns a function that removes them. */
+  registerOpenTelemetry(meter: unknown, options?: { prefix?: string }): () => void;
   /** Stop listening, close every socket (close handlers run), release the I/O threads. */
   close(): void;
 }
 
 export function App(options?: AppOptions): TemplatedApp;
+/** The Content-Type of `app.metrics()` (Prometheus text format 0.0.4). */
+export const metricsContentType: string;
 /** Validate admission-control options as `App({ admission })` does; errors name `where` and the
  *  key. Returns the limits, or null when off. */
 export function admissionOptions(value: boolean | AdmissionOptions | undefined, where: string): Required<AdmissionOptions> | null;

@@ -9,6 +9,7 @@
 const { TemplatedApp } = require('./lib/app');
 const { SendStatus } = require('./lib/constants');
 const { compressionOptions, admissionOptions } = require('./lib/options');
+const { CONTENT_TYPE } = require('./lib/metrics');
 
 function App(options) {
   return new TemplatedApp(options);
@@ -23,4 +24,6 @@ module.exports = {
   /** Validate admission-control options (as for `App({ admission })`); errors name `where` and
    *  the key. Returns the limits, or null when admission control is off. */
   admissionOptions,
+  /** The Content-Type to serve `app.metrics()` with (Prometheus text format 0.0.4). */
+  metricsContentType: CONTENT_TYPE,
 };

@@ -40,8 +40,8 @@ async function storm(port, n) {
   return { sockets, answers };
 }
 
-test('defaults: admission control is on with the core\'s limits, counted in stats(); a quiet server admits every upgrade at once', T, async (t) => {
-  assert.deepEqual(ADMISSION_DEFAULTS, { upgradesPerSecond: 2000, burst: 1000, maxPendingOpens: 256, holdMs: 5000, retryAfterSeconds: 2 });
+test('defaults: admission control is on with the core\'s limits, counted in stats(); a quiet server admits a burst of 100, none refused', T, async (t) => {
+  assert.deepEqual(ADMISSION_DEFAULTS, { upgradesPerSecond: 2000, burst: 1000, maxPendingOpens: 256, maxLagMs: 20, holdMs: 5000, retryAfterSeconds: 2 });
   const s = scope(t);
   const { app, port } = await s.app({ message: (ws, d) => ws.send(d) });
   const t0 = performance.now();
@@ -51,14 +51,17 @@ test('defaults: admission control is on with the core\'s limits, counted in stat
   assert.ok(heads.every((h) => h.status === 101), 'every upgrade answered 101');
   assert.ok(performance.now() - t0 < 3000, 'none was held for long');
   await waitFor(() => app.stats().connections === 100 && app.stats().admission.waiting === 0, { label: '100 open, none waiting' });
-  assert.deepEqual(app.stats().admission, { on: true, admitted: 100, deferred: 0, refused: 0, waiting: 0 });
+  const a = app.stats().admission;
+  // none refused; some may have waited a few ms at the door while this process (the clients live
+  // here too) lagged behind its 100 open events
+  assert.deepEqual({ ...a, deferred: undefined }, { on: true, admitted: 100, deferred: undefined, refused: 0, waiting: 0 });
 });
 
 test('a storm over the rate: a burst passes, then upgrades are held and admitted at the rate, the rest answered 503 with Retry-After; the next quiet upgrade passes at once', T, async (t) => {
   const s = scope(t);
   const opened = [];
   const { app, port } = await s.app({ open: (ws) => opened.push(ws), message: (ws, d) => ws.send(d) }, {
-    appOptions: { admission: { upgradesPerSecond: 20, burst: 5, maxPendingOpens: 0, holdMs: 500, retryAfterSeconds: 7 } },
+    appOptions: { admission: { upgradesPerSecond: 20, burst: 5, maxPendingOpens: 0, maxLagMs: 0, holdMs: 500, retryAfterSeconds: 7 } },
   });
   // an existing client, connected before the storm, keeps being served
   const old = await s.ws(`ws://127.0.0.1:${port}/`);
@@ -91,7 +94,7 @@ test('a storm over the rate: a burst passes, then upgrades are held and admitted
 test('JS lagging: admitted sockets whose open event waits hold new upgrades until JS takes them; none refused within the hold', T, async (t) => {
   const s = scope(t);
   const { app, port } = await s.app({ message: (ws, d) => ws.send(d) }, {
-    appOptions: { admission: { upgradesPerSecond: 0, maxPendingOpens: 2, holdMs: 5000 } },
+    appOptions: { admission: { upgradesPerSecond: 0, maxPendingOpens: 2, maxLagMs: 0, holdMs: 5000 } },
   });
   const sockets = await Promise.all(Array.from({ length: 6 }, () => connectSocket(port)));
   for (const so of sockets) s.trackSocket(so);
@@ -110,7 +113,7 @@ test('JS lagging: admitted sockets whose open event waits hold new upgrades unti
 test('JS stuck longer than the hold: the held upgrades are answered 503 with Retry-After, the admitted ones open', T, async (t) => {
   const s = scope(t);
   const { app, port } = await s.app({ message: (ws, d) => ws.send(d) }, {
-    appOptions: { admission: { upgradesPerSecond: 0, maxPendingOpens: 2, holdMs: 200, retryAfterSeconds: 3 } },
+    appOptions: { admission: { upgradesPerSecond: 0, maxPendingOpens: 2, maxLagMs: 0, holdMs: 200, retryAfterSeconds: 3 } },
   });
   const sockets = await Promise.all(Array.from({ length: 5 }, () => connectSocket(port)));
   for (const so of sockets) s.trackSocket(so);
@@ -155,7 +158,7 @@ test('bad admission options throw at setup, naming the key', T, async (t) => {
   assert.throws(() => App({ admission: { upgradesPerSecond: -1 } }), /App\.admission\.upgradesPerSecond must be an integer from 0 to 1000000, got -1/);
   assert.throws(() => App({ admission: { holdMs: 60000 } }), /App\.admission\.holdMs must be an integer from 0 to 8000/);
   assert.throws(() => App({ admission: { burst: 0 } }), /App\.admission\.burst must be an integer from 1/);
-  assert.throws(() => App({ admission: { rate: 5 } }), /Unknown App\.admission option "rate"\. Valid options: upgradesPerSecond, burst, maxPendingOpens, holdMs, retryAfterSeconds/);
+  assert.throws(() => App({ admission: { rate: 5 } }), /Unknown App\.admission option "rate"\. Valid options: upgradesPerSecond, burst, maxPendingOpens, maxLagMs, holdMs, retryAfterSeconds/);
   assert.throws(() => App({ admission: 'on' }), /App\.admission must be true, false or an object/);
   const { createNativeTransport } = require('../meteor');
   const server = http.createServer();

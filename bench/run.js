@@ -43,8 +43,10 @@ function parseArgs(argv) {
       case '--seconds': o.seconds = Number(val()); if (!(o.seconds > 0)) throw new Error('--seconds must be > 0'); break;
       case '--out': o.out = path.resolve(val()); break;
       case '--render': o.render = path.resolve(val()); break;
+      case '--storm': o.storm = true; break;
       case '-h': case '--help':
-        process.stdout.write('usage: node bench/run.js [--smoke] [--rounds N] [--only a,b] [--workloads x,y] [--seconds N] [--out DIR]\n' +
+        process.stdout.write('usage: node bench/run.js [--smoke] [--rounds N] [--only a,b] [--workloads x,y] [--seconds N] [--out DIR] [--storm]\n' +
+          '  --storm: then the reconnect-storm benchmark (bench/storm.js: 10,000 new clients, native with/without admission control, ws, sockjs; DIR/storm.md)\n' +
           '       node bench/run.js --render bench/results/latest.json   # rewrite its .md and .svg\n' +
           `  transports: ${W.TRANSPORTS.map((t) => t.name).join(', ')}\n  workloads: ${W.WORKLOADS.map((w) => w.name).join(', ')}\n`);
         process.exit(0);
@@ -478,6 +480,14 @@ async function main() {
   process.stderr.write(`bench: wrote ${base}.{json,md,svg}\n`);
   const failed = Object.values(medians).some((row) => Object.values(row).some((c) => c.status === 'failed'));
   process.exitCode = failed ? 1 : 0;
+  if (opts.storm) {
+    const stormArgs = ['--rounds', String(opts.rounds), '--out', opts.out, ...(opts.smoke ? ['--new', '500', '--calm', '1'] : [])];
+    process.stderr.write(`bench: reconnect storm (bench/storm.js ${stormArgs.join(' ')})\n`);
+    const code = await new Promise((resolve) => {
+      spawn(process.execPath, [path.join(__dirname, 'storm.js'), ...stormArgs], { stdio: 'inherit' }).on('exit', resolve);
+    });
+    if (code !== 0) process.exitCode = 1;
+  }
 }
 
 main().catch((e) => {

@@ -7,6 +7,7 @@ const { native, Event, TURN_BUDGET_MS } = require('./constants');
 const O = require('./options');
 const { WebSocket, headerObject } = require('./websocket');
 const { attach, detach } = require('./attach');
+const M = require('./metrics');
 
 function rethrow(err) {
   throw err;
@@ -30,6 +31,8 @@ class TemplatedApp {
       }
       return this._deliver(batch);
     });
+    // settle() delivers events whose handlers may close the app: it lives on a handle of its own
+    this._bridge = this._native.bridgeHandle();
     this._native.setAdmission(admission);
     this._proxyProtocol = proxyProtocol;
     if (proxyProtocol) this._native.setProxyProtocol(true);
@@ -121,7 +124,7 @@ class TemplatedApp {
       }
     }
     this._carry = null;
-    this._native.settle();
+    this._bridge.settle();
   }
 
   /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped.
@@ -323,6 +326,18 @@ class TemplatedApp {
     };
     this._lastStats = out;
     return out;
+  }
+
+  /** stats() in the Prometheus text exposition format (serve it with `metricsContentType`). */
+  metrics(options) {
+    const s = this.stats();
+    if (s === null) return '';
+    return M.prometheusText(s, options);
+  }
+
+  /** Observable instruments on an OpenTelemetry meter, read from stats(); returns an unregister function. */
+  registerOpenTelemetry(meter, options) {
+    return M.registerOpenTelemetry(meter, () => this.stats(), options);
   }
 
   close() {

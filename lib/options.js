@@ -167,6 +167,7 @@ const ADMISSION_KEYS = {
   upgradesPerSecond: [0, 1e6],
   burst: [1, 1e6],
   maxPendingOpens: [0, 1e6],
+  maxLagMs: [0, 60000],
   holdMs: [0, 8000],
   retryAfterSeconds: [0, 86400],
 };

@@ -308,6 +308,9 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   Object.defineProperty(events, '_app', { value: app, enumerable: false });
   Object.defineProperty(events, '_settings', { value: settings, enumerable: false });
   Object.defineProperty(events, '_compression', { value: compression, enumerable: false });
+  // The same metrics as the main API: Prometheus text, and OpenTelemetry instruments on a meter.
+  Object.defineProperty(events, 'metrics', { value: (o) => app.metrics(o), enumerable: false });
+  Object.defineProperty(events, 'registerOpenTelemetry', { value: (meter, o) => app.registerOpenTelemetry(meter, o), enumerable: false });
   return events;
 }
 

@@ -21,23 +21,27 @@
 //! So a wakeup stays armed from the I/O threads' side until JS settles it: `deliver` hands over
 //! events in chunks until the queue is empty or the turn's budget ([`native_ws::pacing`], 5 ms)
 //! is spent (what is left waits on the JS thread, in order), then asks JS (a call of the dispatch
-//! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the turn's
-//! other I/O; `settle` re-arms the wakeup if events wait (timers run before it is delivered) or
-//! disarms it. Under light load that is still one wakeup per batch. JS checks the same budget
+//! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the poll
+//! phase's other I/O; `settle` delivers the next turn's worth itself if events wait (no second
+//! wakeup; timers run before the next `settle`), else disarms the wakeup so that the next event
+//! wakes JS. Under light load it is still one wakeup per batch. JS checks the same budget
 //! per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login each) it stops
 //! inside the chunk, keeps its rest, answers `false`, and settles only once that rest is done.
 
-use crate::sockets;
 use napi::bindgen_prelude::*;
 use napi::sys;
 use native_ws::pacing::Pacer;
-use native_ws::{Admission, Conn, Handler, OpenInfo, UpgradeInfo};
+use native_ws::{Admission, Backlog, Conn, Handler, OpenInfo, UpgradeInfo};
 use std::cell::RefCell;
 use std::collections::VecDeque;
-use std::ffi::{c_void, CStr};
+use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::time::{Duration, Instant};
+
+mod values;
+use values::event_values;
 
 /// Values per call of the dispatch function (V8 copies arguments onto its stack).
 const MAX_ARGS: usize = 2048;
@@ -114,6 +118,8 @@ struct Queue {
     armed: bool,
     /// emptied buffers from the last delivery, reused
     spare: Option<(Vec<Event>, Vec<u8>)>,
+    /// when the oldest event in `events` was committed (None when empty)
+    since: Option<Instant>,
 }
 
 /// N-API's threadsafe function handle. Called from I/O threads only under `Bridge::wake`'s lock,
@@ -142,13 +148,23 @@ enum Turn {
     Exception,
 }
 
+/// A reference to the dispatch function, for deliveries that `settle` runs itself (JS thread).
+struct Dispatch(sys::napi_ref);
+// SAFETY: created, read and deleted on the JS thread only.
+unsafe impl Send for Dispatch {}
+
 pub struct Bridge {
     queue: Mutex<Queue>,
     wake: Mutex<Option<Wake>>,
+    dispatch: Mutex<Option<Dispatch>>,
     /// used by the JS thread only (a Mutex for Sync; never contended)
     taken: Mutex<Taken>,
     /// the server's admission control, told when JS takes an admitted socket's first event
     admission: OnceLock<Arc<Admission>>,
+    /// when the oldest event taken by JS but not handled yet was committed: µs after `epoch`
+    /// (0 = none); with the queue's `since`, the consumer's lag admission control reads
+    taken_since: AtomicU64,
+    epoch: Instant,
 }
 
 impl Bridge {
@@ -157,8 +173,11 @@ impl Bridge {
         let bridge = Arc::new(Bridge {
             queue: Mutex::new(Queue::default()),
             wake: Mutex::new(None),
+            dispatch: Mutex::new(None),
             taken: Mutex::new(Taken::default()),
             admission: OnceLock::new(),
+            taken_since: AtomicU64::new(0),
+            epoch: Instant::now(),
         });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
@@ -186,7 +205,17 @@ impl Bridge {
             }
         }
         *bridge.wake.lock().unwrap() = Some(Wake(tsfn));
+        let mut r = ptr::null_mut();
+        // SAFETY: JS thread, live env and function; deleted in `release`.
+        if unsafe { sys::napi_create_reference(env, dispatch, 1, &mut r) } == sys::Status::napi_ok {
+            *bridge.dispatch.lock().unwrap() = Some(Dispatch(r));
+        }
         Ok(bridge)
+    }
+
+    /// µs from `epoch` to `t` (at least 1: 0 means none).
+    fn micros(&self, t: Instant) -> u64 {
+        (t.saturating_duration_since(self.epoch).as_micros() as u64).max(1)
     }
 
     /// The server's admission control (set once, right after the server is made).
@@ -224,7 +253,13 @@ impl Bridge {
     }
 
     /// Stop delivering (JS thread): events queued after this are never handed to JS.
-    pub fn release(&self) {
+    pub fn release(&self, env: sys::napi_env) {
+        if let Some(d) = self.dispatch.lock().unwrap().take() {
+            // SAFETY: JS thread; the reference is live (it left `dispatch`).
+            unsafe {
+                sys::napi_delete_reference(env, d.0);
+            }
+        }
         if let Some(w) = self.wake.lock().unwrap().take() {
             // SAFETY: the handle was live; after this nobody calls it (it left `wake`).
             unsafe {
@@ -249,6 +284,9 @@ impl Bridge {
         let (mut events, mut data) = q.spare.take().unwrap_or_default();
         std::mem::swap(&mut events, &mut q.events);
         std::mem::swap(&mut data, &mut q.data);
+        if let Some(t) = q.since.take() {
+            self.taken_since.store(self.micros(t), Relaxed);
+        }
         let mut old_events = Vec::from(std::mem::replace(&mut taken.events, VecDeque::from(events)));
         let mut old_data = std::mem::replace(&mut taken.data, data);
         old_events.clear();
@@ -260,20 +298,31 @@ impl Bridge {
         true
     }
 
-    /// JS thread, from a `setImmediate` after a delivery (the turn's other I/O ran): wake JS
-    /// again if events wait (they are delivered after the next turn's timers), else disarm so
-    /// that the next event wakes JS.
-    pub fn settle(&self) {
+    /// JS thread, from a `setImmediate` after a delivery (the turn's other I/O ran): if events
+    /// wait, deliver the next turn's worth right here (no second wakeup: this is a new turn of the
+    /// event loop, after its poll phase), else disarm so that the next event wakes JS.
+    pub fn settle(&self, env: sys::napi_env) {
         let waiting = !self.taken.lock().unwrap().events.is_empty();
         {
             let mut q = self.queue.lock().unwrap();
             if !waiting && q.events.is_empty() {
                 q.armed = false;
+                self.taken_since.store(0, Relaxed);
                 return;
             }
             q.armed = true;
         }
-        self.wake_js();
+        let js_cb = self.dispatch.lock().unwrap().as_ref().and_then(|d| {
+            let mut f = ptr::null_mut();
+            // SAFETY: JS thread; the reference lives until `release`.
+            let ok = unsafe { sys::napi_get_reference_value(env, d.0, &mut f) } == sys::Status::napi_ok;
+            (ok && !f.is_null()).then_some(f)
+        });
+        match js_cb {
+            // SAFETY: JS thread, live env and function.
+            Some(f) if self.wake.lock().unwrap().is_some() => unsafe { run(env, f, self) },
+            _ => self.wake_js(),
+        }
     }
 
     /// Call the threadsafe function (it only wakes JS: `deliver` takes the queue itself).
@@ -284,6 +333,22 @@ impl Bridge {
             unsafe {
                 sys::napi_call_threadsafe_function(w.0, ptr::null_mut(), sys::ThreadsafeFunctionCallMode::nonblocking);
             }
+        }
+    }
+}
+
+/// Admission control's view of JS: how long the oldest event not yet handled has waited (in the
+/// queue, or taken by JS and waiting for a later turn).
+impl Backlog for Bridge {
+    fn oldest_wait(&self) -> Duration {
+        let queued = self.queue.lock().unwrap().since;
+        let taken = match self.taken_since.load(Relaxed) {
+            0 => None,
+            us => Some(self.epoch + Duration::from_micros(us)),
+        };
+        match taken.into_iter().chain(queued).min() {
+            Some(t) => t.elapsed(),
+            None => Duration::ZERO,
         }
     }
 }
@@ -332,6 +397,9 @@ impl Handler for Bridge {
             }
             let mut q = self.queue.lock().unwrap();
             let q = &mut *q;
+            if q.events.is_empty() {
+                q.since = Some(Instant::now());
+            }
             if q.events.is_empty() && q.data.is_empty() {
                 // JS took everything: hand the staged vectors over, no copy.
                 std::mem::swap(&mut q.events, &mut st.events);
@@ -368,7 +436,12 @@ unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context
         return; // the env is being torn down
     }
     // SAFETY: `context` is the Arc leaked in `Bridge::new`, alive until `finalize`.
-    let bridge = &*(context as *const Bridge);
+    run(env, js_cb, &*(context as *const Bridge));
+}
+
+/// One turn's delivery (from the threadsafe function's wakeup, or from `settle`), then ask JS
+/// to `settle` after the turn's other I/O.
+unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge) {
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
     let turn = {
@@ -469,164 +542,4 @@ unsafe fn check(status: sys::napi_status) -> Result<()> {
     } else {
         Err(Error::from_status(Status::from(status)))
     }
-}
-
-unsafe fn js_string(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check(sys::napi_create_string_utf8(
-        env,
-        bytes.as_ptr().cast(),
-        bytes.len() as isize,
-        &mut v,
-    ))?;
-    Ok(v)
-}
-
-/// A Buffer with a copy of `bytes`.
-unsafe fn js_buffer(env: sys::napi_env, bytes: &[u8]) -> Result<sys::napi_value> {
-    let mut out = ptr::null_mut();
-    let mut buf = ptr::null_mut();
-    check(sys::napi_create_buffer_copy(env, bytes.len(), bytes.as_ptr().cast(), &mut buf, &mut out))?;
-    Ok(out)
-}
-
-unsafe fn js_number(env: sys::napi_env, n: f64) -> Result<sys::napi_value> {
-    let mut v = ptr::null_mut();
-    check(sys::napi_create_double(env, n, &mut v))?;
-    Ok(v)
-}
-
-unsafe fn js_array(env: sys::napi_env, items: &[sys::napi_value]) -> Result<sys::napi_value> {
-    let mut arr = ptr::null_mut();
-    check(sys::napi_create_array_with_length(
-        env,
-        items.len(),
-        &mut arr,
-    ))?;
-    for (i, item) in items.iter().enumerate() {
-        check(sys::napi_set_element(env, arr, i as u32, *item))?;
-    }
-    Ok(arr)
-}
-
-/// An object with these named properties (open, close and upgrade events: not per message).
-unsafe fn js_object(env: sys::napi_env, props: &[(&CStr, sys::napi_value)]) -> Result<sys::napi_value> {
-    let mut obj = ptr::null_mut();
-    check(sys::napi_create_object(env, &mut obj))?;
-    for (name, value) in props {
-        check(sys::napi_set_named_property(env, obj, name.as_ptr(), *value))?;
-    }
-    Ok(obj)
-}
-
-/// Headers as ONE string `name\0value\0name\0value` (one JS string per socket, parsed on demand).
-unsafe fn js_headers(env: sys::napi_env, headers: &[(String, String)]) -> Result<sys::napi_value> {
-    let mut flat = String::with_capacity(headers.iter().map(|(k, v)| k.len() + v.len() + 2).sum());
-    for (k, v) in headers {
-        flat.push_str(k);
-        flat.push('\0');
-        flat.push_str(v);
-        flat.push('\0');
-    }
-    js_string(env, flat.as_bytes())
-}
-
-/// The peer address as Node's `socket.remoteAddress` / `remotePort` write it for the same
-/// connection: the socket's own family decides, so an IPv4 client of a dual-stack (`::`)
-/// listener is `::ffff:127.0.0.1`, as Node (and so sockjs) reports it; a unix socket's peer has
-/// no address (both undefined).
-unsafe fn js_addr(env: sys::napi_env, addr: Option<&std::net::SocketAddr>) -> Result<[sys::napi_value; 2]> {
-    let Some(addr) = addr else {
-        let mut undefined = ptr::null_mut();
-        check(sys::napi_get_undefined(env, &mut undefined))?;
-        return Ok([undefined, undefined]);
-    };
-    Ok([
-        js_string(env, addr.ip().to_string().as_bytes())?,
-        js_number(env, addr.port() as f64)?,
-    ])
-}
-
-fn tag(id: u32, kind: EventKind) -> f64 {
-    id as f64 * EventKind::COUNT as f64 + kind as u32 as f64
-}
-
-/// One event as its (tag, value) pair of JS values.
-unsafe fn event_values(
-    env: sys::napi_env,
-    ev: Event,
-    data: &[u8],
-) -> Result<(sys::napi_value, sys::napi_value)> {
-    let (t, v) = match ev {
-        Event::Message {
-            id,
-            binary,
-            start,
-            end,
-        } => {
-            let bytes = &data[start..end];
-            if binary {
-                (tag(id, EventKind::Binary), js_buffer(env, bytes)?)
-            } else {
-                (tag(id, EventKind::Text), js_string(env, bytes)?)
-            }
-        }
-        Event::Control { id, pong, payload } => {
-            let kind = if pong { EventKind::Pong } else { EventKind::Ping };
-            (tag(id, kind), js_buffer(env, &payload)?)
-        }
-        Event::Aborted(token) => (tag(0, EventKind::Aborted), js_number(env, token as f64)?),
-        Event::Open(conn, info) => {
-            let id = conn.id;
-            sockets::insert(conn);
-            let [ip, port] = js_addr(env, info.remote.as_ref())?;
-            let [proxied_ip, proxied_port] = js_addr(env, info.proxied.as_ref())?;
-            let props = [
-                (c"remoteAddress", ip),
-                (c"remotePort", port),
-                (c"proxiedAddress", proxied_ip),
-                (c"proxiedPort", proxied_port),
-                (c"url", js_string(env, info.url.as_bytes())?),
-                (c"protocol", js_string(env, info.protocol.as_bytes())?),
-                (c"extensions", js_string(env, info.extensions.as_bytes())?),
-                (c"route", js_number(env, info.route as f64)?),
-                (c"token", js_number(env, info.token as f64)?),
-                (c"headers", js_headers(env, &info.headers)?),
-            ];
-            (tag(id, EventKind::Open), js_object(env, &props)?)
-        }
-        Event::Drain(id) => (tag(id, EventKind::Drain), js_number(env, 0.0)?),
-        Event::Close(id, code, reason) => {
-            sockets::remove(id);
-            let props = [
-                (c"code", js_number(env, code as f64)?),
-                (c"reason", js_string(env, reason.as_bytes())?),
-            ];
-            (tag(id, EventKind::Close), js_object(env, &props)?)
-        }
-        Event::Upgrade(info) => {
-            let protocols: Vec<_> = info
-                .protocols
-                .iter()
-                .map(|p| js_string(env, p.as_bytes()))
-                .collect::<Result<_>>()?;
-            let [ip, port] = js_addr(env, info.remote.as_ref())?;
-            let [proxied_ip, proxied_port] = js_addr(env, info.proxied.as_ref())?;
-            let props = [
-                (c"token", js_number(env, info.token as f64)?),
-                (c"route", js_number(env, info.route as f64)?),
-                (c"method", js_string(env, info.method.as_bytes())?),
-                (c"url", js_string(env, info.url.as_bytes())?),
-                (c"remoteAddress", ip),
-                (c"remotePort", port),
-                (c"proxiedAddress", proxied_ip),
-                (c"proxiedPort", proxied_port),
-                (c"protocols", js_array(env, &protocols)?),
-                (c"extensions", js_string(env, info.extensions.as_bytes())?),
-                (c"headers", js_headers(env, &info.headers)?),
-            ];
-            (tag(0, EventKind::Upgrade), js_object(env, &props)?)
-        }
-    };
-    Ok((js_number(env, t)?, v))
 }

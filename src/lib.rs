@@ -89,6 +89,7 @@ pub struct AdmissionOptions {
     pub upgrades_per_second: u32,
     pub burst: u32,
     pub max_pending_opens: u32,
+    pub max_lag_ms: u32,
     pub hold_ms: u32,
     pub retry_after_seconds: u32,
 }
@@ -99,6 +100,7 @@ impl From<&AdmissionOptions> for AdmissionConfig {
             rate: o.upgrades_per_second,
             burst: o.burst,
             max_pending: o.max_pending_opens,
+            max_lag_ms: o.max_lag_ms,
             hold_ms: o.hold_ms,
             retry_after_s: o.retry_after_seconds,
         }
@@ -111,6 +113,7 @@ impl From<&AdmissionConfig> for AdmissionOptions {
             upgrades_per_second: c.rate,
             burst: c.burst,
             max_pending_opens: c.max_pending,
+            max_lag_ms: c.max_lag_ms,
             hold_ms: c.hold_ms,
             retry_after_seconds: c.retry_after_s,
         }
@@ -179,6 +182,8 @@ impl NativeApp {
         let bridge = Bridge::new(env.raw(), dispatch.raw())?;
         let server = Server::new(threads as usize, bridge.clone()).map_err(io_error)?;
         bridge.set_admission(server.admission().clone());
+        let backlog: Arc<dyn native_ws::Backlog> = bridge.clone();
+        server.admission().set_backlog(Arc::downgrade(&backlog));
         Ok(NativeApp {
             server: Some(server),
             bridge,
@@ -312,11 +317,10 @@ impl NativeApp {
         Ok(())
     }
 
-    /// After a delivery, from a `setImmediate`: wake JS again if events wait, else let the next
-    /// event wake it (see bridge.rs). Works after `close` too (then it does nothing).
+    /// The bridge's own handle, for `settle` (see [`BridgeHandle`]).
     #[napi]
-    pub fn settle(&self) {
-        self.bridge.settle();
+    pub fn bridge_handle(&self) -> BridgeHandle {
+        BridgeHandle { bridge: self.bridge.clone() }
     }
 
     /// Keep the Node event loop alive (listening or sockets open) or not.
@@ -360,11 +364,28 @@ impl NativeApp {
 
     /// Stop the I/O threads; sockets still open are closed. Releases the threadsafe function.
     #[napi]
-    pub fn close(&mut self) {
+    pub fn close(&mut self, env: Env) {
         if let Some(mut server) = self.server.take() {
             server.shutdown();
         }
-        self.bridge.release();
+        self.bridge.release(env.raw());
+    }
+}
+
+/// The bridge apart from the app: `settle` may deliver events, whose handlers may call the app
+/// (`app.close()` needs the app mutably), so it must not hold a borrow of the `NativeApp`.
+#[napi]
+pub struct BridgeHandle {
+    bridge: Arc<Bridge>,
+}
+
+#[napi]
+impl BridgeHandle {
+    /// After a delivery, from a `setImmediate`: deliver what waits (one turn's worth), else let
+    /// the next event wake JS (see bridge.rs). Works after `close` too (then it does nothing).
+    #[napi]
+    pub fn settle(&self, env: Env) {
+        self.bridge.settle(env.raw());
     }
 }
 

@@ -56,6 +56,8 @@ function exitRules(onExit) {
     // `gc` on stdin: one full garbage collection (the runner starts servers with --expose-gc), so
     // the runner can tell memory the process holds from JS garbage an idle process never collects.
     process.stdin.on('data', (d) => {
+      // `lateness`: the 10 ms timer probe's figures since the last `lateness` (BENCH_LATENESS=1)
+      if (String(d).split('\n').includes('lateness')) process.stdout.write(`LATENESS ${JSON.stringify(latenessReport())}\n`);
       if (String(d).split('\n').includes('gc') && typeof global.gc === 'function') {
         global.gc();
         process.stdout.write(`GC done ${process.memoryUsage().heapTotal}\n`);
@@ -67,6 +69,35 @@ function exitRules(onExit) {
     console.error(e && e.stack || e);
     bye(1);
   });
+}
+
+// BENCH_LATENESS=1: a 10 ms setInterval whose lateness (gap − 10 ms) is kept until `lateness`
+// on stdin prints and resets it: how long the event loop left timers waiting.
+let late = [];
+if (process.env.BENCH_LATENESS === '1') {
+  let last = performance.now();
+  setInterval(() => {
+    const now = performance.now();
+    late.push(Math.max(0, now - last - 10));
+    last = now;
+  }, 10).unref();
+}
+
+function latenessReport() {
+  const s = late.sort((a, b) => a - b);
+  const q = (p) => (s.length ? s[Math.min(s.length - 1, Math.floor(p * s.length))] : 0);
+  const out = { n: s.length, p50_ms: q(0.5), p99_ms: q(0.99), max_ms: s.length ? s[s.length - 1] : 0 };
+  late = [];
+  return out;
+}
+
+/** BENCH_CONNECT_COST_MS: synchronous JS each DDP `connect` costs (a Meteor login + subscription
+ *  stand-in for the storm workload), 0 by default. */
+const CONNECT_COST_MS = Number(process.env.BENCH_CONNECT_COST_MS || 0);
+
+function busy(ms) {
+  const end = performance.now() + ms;
+  while (performance.now() < end);
 }
 
 /**
@@ -90,6 +121,15 @@ function loadDdp() {
       publishDoc(fseq, size) { return server.publish({ fseq, ...docOf(size) }); },
     },
   });
+  if (CONNECT_COST_MS > 0) {
+    const handle = server.handle.bind(server);
+    server.handle = (sock) => {
+      sock.prependListener('data', (d) => {
+        if (typeof d === 'string' && d.includes('"msg":"connect"')) busy(CONNECT_COST_MS);
+      });
+      handle(sock);
+    };
+  }
   return server;
 }
 

@@ -20,7 +20,11 @@ const server = http.createServer((req, res) => {
 const websocketExtensions = COMPRESS
   ? () => [require('permessage-deflate2').configure({ ...METEOR_DEFLATE })]
   : () => [];
-const events = createNativeTransport({ settings: {} }).setup(server, '', { websocketExtensions });
+// BENCH_ADMISSION=0: admission control off (the storm workload's "without" column); a JSON
+// object: those admission limits
+const ADM = process.env.BENCH_ADMISSION;
+const settings = ADM === '0' ? { admission: false } : ADM && ADM.startsWith('{') ? { admission: JSON.parse(ADM) } : {};
+const events = createNativeTransport({ settings }).setup(server, '', { websocketExtensions });
 events.on('connection', (socket) => ddp.handle(socket));
 
 exitRules(() => server.close());

@@ -7,7 +7,8 @@ const { App } = require(pkgArg());
 const ddp = loadDdp();
 const SOCK = Symbol('sock');
 
-const app = App({ threads: 1 });
+// BENCH_ADMISSION=0: admission control off (the storm workload's "without" column)
+const app = App(process.env.BENCH_ADMISSION === '0' ? { threads: 1, admission: false } : { threads: 1 });
 app.ws('/*', {
   compression: COMPRESS ? { ...METEOR_DEFLATE } : false,
   maxPayloadLength: MAX_PAYLOAD,

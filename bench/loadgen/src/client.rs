@@ -47,6 +47,9 @@ pub struct Target {
     pub host_header: String,
     pub path: String,
     pub deflate: bool,
+    /// local addresses to connect from, picked by seed (`--sources K`: 127.0.0.1..K); empty =
+    /// the kernel's choice. Several loopback sources multiply the ephemeral ports available.
+    pub sources: Vec<std::net::IpAddr>,
 }
 
 impl Target {
@@ -64,7 +67,7 @@ impl Target {
             .map_err(|e| format!("cannot resolve {hostport}: {e}"))?
             .next()
             .ok_or_else(|| format!("cannot resolve {hostport}"))?;
-        Ok(Target { addr, host_header: hostport, path: path.to_string(), deflate: false })
+        Ok(Target { addr, host_header: hostport, path: path.to_string(), deflate: false, sources: Vec::new() })
     }
 }
 
@@ -456,11 +459,20 @@ fn header_values(head: &[u8], name: &str) -> Option<String> {
     }
 }
 
+/// In the error of a refused upgrade: the `Retry-After` the server answered (seconds).
+pub const RETRY_AFTER: &str = "retry-after=";
+
 impl Conn {
     /// TCP connect plus the HTTP/1.1 upgrade, done by hand. With `t.deflate` the upgrade offers
     /// permessage-deflate as Chromium does, and fails unless the server accepts it validly.
     pub async fn open(t: &Target, seed: u64, read_buf: usize) -> io::Result<Conn> {
-        let mut stream = TcpStream::connect(t.addr).await?;
+        let mut stream = if t.sources.is_empty() {
+            TcpStream::connect(t.addr).await?
+        } else {
+            let sock = if t.addr.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+            sock.bind(SocketAddr::new(t.sources[(seed % t.sources.len() as u64) as usize], 0))?;
+            sock.connect(t.addr).await?
+        };
         stream.set_nodelay(true)?;
         let mut wr = Writer::new(seed);
         let key = wr.ws_key();
@@ -480,7 +492,8 @@ impl Conn {
                 let head = &avail[..pos];
                 if !(head.starts_with(b"HTTP/1.1 101") || head.starts_with(b"HTTP/1.0 101")) {
                     let line_end = memchr::memchr(b'\r', head).unwrap_or(head.len());
-                    return Err(err(format!("upgrade refused: {}", String::from_utf8_lossy(&head[..line_end]))));
+                    let retry = header_values(head, "retry-after").map(|v| format!("; {RETRY_AFTER}{v}")).unwrap_or_default();
+                    return Err(err(format!("upgrade refused: {}{retry}", String::from_utf8_lossy(&head[..line_end]))));
                 }
                 let answer = header_values(head, "sec-websocket-extensions");
                 rd.start += pos + 4;

@@ -6,6 +6,7 @@
 
 mod client;
 mod ddp;
+mod storm;
 mod util;
 
 use client::{err, Conn, Target, OP_CLOSE, OP_TEXT};
@@ -18,7 +19,7 @@ use tokio::sync::{Notify, Semaphore};
 use tokio::task::{spawn_local, JoinHandle, LocalSet};
 use util::{cpu_seconds, mark, mean_us, ns32, pct_us, Json, Opts};
 
-const READ_BUF: usize = 8192;
+pub(crate) const READ_BUF: usize = 8192;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,6 +36,9 @@ fn main() {
     let target = match Target::parse(&opts.url) {
         Ok(mut t) => {
             t.deflate = opts.deflate;
+            if opts.sources > 1 {
+                t.sources = (1..=opts.sources).map(|i| std::net::IpAddr::from([127, 0, 0, i])).collect();
+            }
             Rc::new(t)
         }
         Err(e) => {
@@ -53,6 +57,7 @@ fn main() {
             "throughput" => throughput(&opts, target).await,
             "idle" => idle(&opts, target, nofile).await,
             "fanout" => fanout(&opts, target).await,
+            "storm" => storm::storm(&opts, target).await,
             other => Err(format!("unknown workload {other:?}")),
         }
     });
@@ -76,7 +81,7 @@ fn dur(s: f64) -> Duration {
 /// Open `n` DDP connections, at most `concurrency` handshakes at once, each sending `extra` after
 /// `connect` and waiting for `until`. Returns the connections (in order of completion), the time
 /// each took, and the errors.
-async fn open_many(
+pub(crate) async fn open_many(
     t: &Rc<Target>,
     n: usize,
     concurrency: usize,
@@ -120,7 +125,7 @@ async fn open_many(
     (conns, times, errors)
 }
 
-fn first_errors(errors: &[String]) -> String {
+pub(crate) fn first_errors(errors: &[String]) -> String {
     let mut uniq: Vec<&String> = Vec::new();
     for e in errors {
         if !uniq.contains(&e) {

@@ -3,7 +3,7 @@
 use std::io::{BufRead, Write};
 
 pub const USAGE: &str = "\
-usage: loadgen <burst|rtt|throughput|idle|fanout> [options]
+usage: loadgen <burst|rtt|throughput|idle|fanout|storm> [options]
   --url ws://127.0.0.1:P/websocket   server endpoint (default ws://127.0.0.1:3000/websocket)
   --clients N        burst: 100, throughput: 50, idle: 5000
   --calls N          rtt: sequential echo calls (default 1000)
@@ -21,6 +21,10 @@ usage: loadgen <burst|rtt|throughput|idle|fanout> [options]
                      instead of echo; fanout: publish one via `publishDoc` instead of a small one
   --concurrency N    connects in flight at once (default 128; burst opens all at once)
   --timeout S        bound on every waiting phase (default 60)
+  --new M            storm: new clients connecting at once after the calm phase (default 10000)
+  --calm-seconds S   storm: seconds of steady calls by the existing --clients before the storm (default 3)
+  --pause-ms N       storm: pause of each existing client between its sequential calls (default 20)
+  --sources K        connect from 127.0.0.1 .. 127.0.0.K (default 1)
   --sync             after each `MARK x` line wait for a line on stdin (the runner samples CPU then)
 Prints `MARK start`/`MARK end` around the measured phase, `HELD n` (idle), then one JSON line.";
 
@@ -42,6 +46,10 @@ pub struct Opts {
     pub deflate: bool,
     /// `--doc N`: calls return (throughput) / publish (fanout) an N-byte realistic document
     pub doc: usize,
+    pub new_clients: usize,
+    pub calm_seconds: f64,
+    pub pause_ms: u64,
+    pub sources: u8,
 }
 
 impl Opts {
@@ -63,6 +71,10 @@ impl Opts {
             sync: false,
             deflate: false,
             doc: 0,
+            new_clients: 10_000,
+            calm_seconds: 3.0,
+            pause_ms: 20,
+            sources: 1,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -88,6 +100,10 @@ impl Opts {
                 "--sync" => o.sync = true,
                 "--deflate" => o.deflate = true,
                 "--doc" => o.doc = num(a, val(a)?)?,
+                "--new" => o.new_clients = num(a, val(a)?)?,
+                "--calm-seconds" => o.calm_seconds = num(a, val(a)?)?,
+                "--pause-ms" => o.pause_ms = num(a, val(a)?)?,
+                "--sources" => o.sources = num(a, val(a)?)?,
                 "-h" | "--help" => return Err(String::new()),
                 s if !s.starts_with('-') && o.cmd.is_empty() => o.cmd = s.to_string(),
                 s => return Err(format!("unknown argument {s:?}")),

@@ -1,22 +1,36 @@
 //! Admission control for reconnect storms: bounds the upgrades handed to the consumer (JS) per
-//! second and the admitted sockets whose first event the consumer has not taken yet, before any
-//! consumer code runs. An upgrade over a bound is held (the client waits; its socket costs a
+//! second, the admitted sockets whose first event the consumer has not taken yet, and how long
+//! the consumer's oldest waiting event may have waited (its lag), before any consumer code runs. An upgrade over a bound is held (the client waits; its socket costs a
 //! sleeping task) until it fits; one that could not fit within `hold` is answered
 //! `503 Service Unavailable` with `Retry-After` (Meteor's client backs off and retries).
 //!
 //! The rate is a virtual-time token bucket (GCRA): each admission books the next slot, `1/rate`
 //! after the last one, and may run up to `burst` slots ahead, so a held upgrade knows its wait
-//! at once, upgrades pass in arrival order, and the cost is one short lock per upgrade. The
-//! pending bound adapts to JS: while JS lags, the open events of admitted sockets wait in the
-//! bridge's queue behind the work JS has not done yet, so the bound is reached and new upgrades
-//! are held until JS catches up. A server with nothing booked ahead and no open event waiting
-//! never refuses: an upgrade is refused only when the slots booked ahead of it already span
-//! `hold`, or when JS took no open event for `hold`.
+//! at once, upgrades pass in arrival order, and the cost is one short lock per upgrade. The lag
+//! bound adapts to the app: when a storm's connects cost JS milliseconds each, the consumer's
+//! queue backs up and its oldest event waits longer than `max_lag`; new upgrades are then held,
+//! one at a time at the door in arrival order, until the backlog is served (existing clients'
+//! calls wait in that same queue, so this keeps their latency near `max_lag`). A server with
+//! nothing booked ahead and no backlog never refuses: an upgrade is refused only when the slots
+//! booked ahead of it already span `hold`, or when the consumer stayed behind for `hold`.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::Notify;
+
+/// How often the upgrade at the door looks again while the consumer is behind.
+const DOOR_POLL: Duration = Duration::from_millis(5);
+/// While upgrades queue at the door, [`DOOR_BATCH`] pass per this interval at most (4,000 a
+/// second): an admitted client's first message reaches the consumer's queue a moment after its
+/// 101, so without spacing the door would let hundreds through before the lag they cause shows.
+const DOOR_SPACING: Duration = Duration::from_millis(1);
+const DOOR_BATCH: u64 = 4;
+
+/// The consumer's backlog, as admission sees it (the JS bridge implements it).
+pub trait Backlog: Send + Sync {
+    /// How long the oldest event not yet handled by the consumer has waited (zero when none).
+    fn oldest_wait(&self) -> Duration;
+}
 
 /// Admission limits (the JS layer validates them; 0 turns a bound off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -27,6 +41,8 @@ pub struct AdmissionConfig {
     pub burst: u32,
     /// admitted sockets whose first event the consumer has not taken yet (0 = no bound)
     pub max_pending: u32,
+    /// longest the consumer's oldest waiting event may have waited, in ms (0 = no bound)
+    pub max_lag_ms: u32,
     /// longest an upgrade is held before it is refused, in ms
     pub hold_ms: u32,
     /// the `Retry-After` of a refusal, in seconds
@@ -36,22 +52,22 @@ pub struct AdmissionConfig {
 impl AdmissionConfig {
     /// No bound at all: every upgrade is admitted at once (the `/uws` surface, the pure-Rust
     /// consumers).
-    pub const OFF: AdmissionConfig = AdmissionConfig { rate: 0, burst: 1, max_pending: 0, hold_ms: 0, retry_after_s: 1 };
+    pub const OFF: AdmissionConfig =
+        AdmissionConfig { rate: 0, burst: 1, max_pending: 0, max_lag_ms: 0, hold_ms: 0, retry_after_s: 1 };
 
     pub fn is_off(&self) -> bool {
-        self.rate == 0 && self.max_pending == 0
+        self.rate == 0 && self.max_pending == 0 && self.max_lag_ms == 0
     }
 }
 
 impl Default for AdmissionConfig {
     /// The main API's and the Meteor adapter's default: 2,000 upgrades a second after a burst of
-    /// 1,000, at most 256 admitted sockets waiting for their open event, held up to 5 s,
-    /// `Retry-After: 2`. The rate is a coarse guard (5,000 clients reconnecting at once to an idle
-    /// server all pass within 2 s, none refused); the pending bound is what adapts to the app: a
-    /// storm whose connects cost JS milliseconds each backs the open events up behind that work,
-    /// and new upgrades wait until JS has caught up.
+    /// 1,000, at most 256 admitted sockets waiting for their open event, new upgrades held while
+    /// the consumer's oldest event has waited more than 20 ms, held up to 5 s, `Retry-After: 2`.
+    /// The rate is a coarse guard (5,000 clients reconnecting at once to an idle server all pass
+    /// within 2 s); the lag bound is what adapts to the app.
     fn default() -> Self {
-        AdmissionConfig { rate: 2000, burst: 1000, max_pending: 256, hold_ms: 5000, retry_after_s: 2 }
+        AdmissionConfig { rate: 2000, burst: 1000, max_pending: 256, max_lag_ms: 20, hold_ms: 5000, retry_after_s: 2 }
     }
 }
 
@@ -79,7 +95,13 @@ pub struct Admission {
     tat: Mutex<Option<Instant>>,
     /// admitted sockets whose first event the consumer has not taken yet
     pending: AtomicU64,
-    taken: Notify,
+    /// upgrades held at the door or queued for it
+    waiting: AtomicU64,
+    /// upgrades that passed the door (for its spacing)
+    through_door: AtomicU64,
+    /// one held upgrade at a time looks at the consumer's state; the others queue (FIFO)
+    door: tokio::sync::Mutex<()>,
+    backlog: OnceLock<Weak<dyn Backlog>>,
     pub stats: AdmissionStats,
 }
 
@@ -89,7 +111,10 @@ impl Admission {
             config: Mutex::new(config),
             tat: Mutex::new(None),
             pending: AtomicU64::new(0),
-            taken: Notify::new(),
+            waiting: AtomicU64::new(0),
+            through_door: AtomicU64::new(0),
+            door: tokio::sync::Mutex::new(()),
+            backlog: OnceLock::new(),
             stats: AdmissionStats::default(),
         }
     }
@@ -100,7 +125,22 @@ impl Admission {
 
     pub fn set_config(&self, config: AdmissionConfig) {
         *self.config.lock().unwrap() = config;
-        self.taken.notify_waiters();
+    }
+
+    /// Where the consumer's lag is read (set once; held weakly: the consumer owns admission).
+    pub fn set_backlog(&self, backlog: Weak<dyn Backlog>) {
+        let _ = self.backlog.set(backlog);
+    }
+
+    /// How long the consumer's oldest unhandled event has waited.
+    pub fn lag(&self) -> Duration {
+        self.backlog.get().and_then(Weak::upgrade).map_or(Duration::ZERO, |b| b.oldest_wait())
+    }
+
+    /// Whether the consumer is behind: too many opens not taken, or its backlog too old.
+    fn behind(&self, c: &AdmissionConfig) -> bool {
+        (c.max_pending > 0 && self.pending.load(Relaxed) >= c.max_pending as u64)
+            || (c.max_lag_ms > 0 && self.lag() > Duration::from_millis(c.max_lag_ms as u64))
     }
 
     /// Admitted sockets whose first event the consumer has not taken yet.
@@ -149,25 +189,38 @@ impl Admission {
             self.stats.deferred.fetch_add(1, Relaxed);
             tokio::time::sleep(wait).await;
         }
-        if c.max_pending > 0 {
-            loop {
-                let notified = self.taken.notified();
-                tokio::pin!(notified);
-                notified.as_mut().enable();
-                if self.pending.load(Relaxed) < c.max_pending as u64 {
-                    break;
-                }
-                if !deferred {
-                    deferred = true;
-                    self.stats.deferred.fetch_add(1, Relaxed);
-                }
-                tokio::select! {
-                    _ = notified => {}
-                    _ = tokio::time::sleep_until(deadline.into()) => return refuse(),
-                }
-            }
+        // Fast path: nobody at the door and the consumer keeps up.
+        if self.waiting.load(Relaxed) == 0 && !self.behind(&c) {
+            return self.admitted();
         }
-        self.admitted()
+        if !deferred {
+            self.stats.deferred.fetch_add(1, Relaxed);
+        }
+        let _at_door = Waiting::new(&self.waiting);
+        match self.at_the_door(&c, deadline).await {
+            true => self.admitted(),
+            false => refuse(),
+        }
+    }
+
+    /// Queue for the door (arrival order), then wait there until the consumer is no longer
+    /// behind; false when `deadline` passes first.
+    async fn at_the_door(&self, c: &AdmissionConfig, deadline: Instant) -> bool {
+        let deadline = tokio::time::Instant::from_std(deadline);
+        let Ok(_door) = tokio::time::timeout_at(deadline, self.door.lock()).await else {
+            return false;
+        };
+        while self.behind(c) {
+            if tokio::time::Instant::now() + DOOR_POLL > deadline {
+                return false;
+            }
+            tokio::time::sleep(DOOR_POLL).await;
+        }
+        // every DOOR_BATCH-th passage, the door stays closed behind us a moment
+        if self.through_door.fetch_add(1, Relaxed) % DOOR_BATCH == DOOR_BATCH - 1 {
+            tokio::time::sleep(DOOR_SPACING).await;
+        }
+        true
     }
 
     fn admitted(&self) -> Verdict {
@@ -184,9 +237,23 @@ impl Admission {
     /// An admitted upgrade will never reach the consumer (the client left before the 101).
     pub fn forget(&self) {
         let _ = self.pending.fetch_update(Relaxed, Relaxed, |p| p.checked_sub(1));
-        // One slot freed: wake one held upgrade (FIFO; a waiter that timed out meanwhile passes
-        // the wakeup on), not all of them.
-        self.taken.notify_one();
+    }
+}
+
+/// Counts an upgrade at the door (or queued for it) while it lives, even if its handshake is
+/// dropped meanwhile (timeout, shutdown).
+struct Waiting<'a>(&'a AtomicU64);
+
+impl<'a> Waiting<'a> {
+    fn new(n: &'a AtomicU64) -> Waiting<'a> {
+        n.fetch_add(1, Relaxed);
+        Waiting(n)
+    }
+}
+
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Relaxed);
     }
 }
 

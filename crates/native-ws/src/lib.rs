@@ -46,7 +46,7 @@ mod task;
 #[cfg(test)]
 mod testutil;
 
-pub use admission::{Admission, AdmissionConfig};
+pub use admission::{Admission, AdmissionConfig, Backlog};
 pub use config::Behavior;
 pub use conn::{Conn, SendStatus};
 pub use extensions::DeflateConfig;

@@ -2,7 +2,16 @@ use super::*;
 use std::sync::Arc;
 
 fn cfg(rate: u32, burst: u32, max_pending: u32, hold_ms: u32) -> AdmissionConfig {
-    AdmissionConfig { rate, burst, max_pending, hold_ms, retry_after_s: 3 }
+    AdmissionConfig { rate, burst, max_pending, max_lag_ms: 0, hold_ms, retry_after_s: 3 }
+}
+
+/// A consumer whose oldest event has waited `lag_ms`.
+struct Lag(std::sync::atomic::AtomicU64);
+
+impl Backlog for Lag {
+    fn oldest_wait(&self) -> Duration {
+        Duration::from_millis(self.0.load(Relaxed))
+    }
 }
 
 fn counts(a: &Admission) -> (u64, u64, u64) {
@@ -100,6 +109,48 @@ async fn after_a_storm_a_quiet_server_admits_again_without_waiting() {
 
 #[test]
 fn the_default_is_on_and_off_is_off() {
+    assert!(AdmissionConfig::default().max_lag_ms > 0);
     assert!(!AdmissionConfig::default().is_off());
     assert!(AdmissionConfig::OFF.is_off());
+}
+
+#[tokio::test]
+async fn a_lagging_consumer_holds_upgrades_at_the_door_in_order_until_it_catches_up() {
+    let a = Arc::new(Admission::new(AdmissionConfig { max_lag_ms: 20, ..cfg(0, 1, 0, 2000) }));
+    let lag = Arc::new(Lag(std::sync::atomic::AtomicU64::new(0)));
+    a.set_backlog(Arc::downgrade(&(lag.clone() as Arc<dyn Backlog>)));
+    // keeping up: admitted at once
+    assert_eq!(a.admit().await, Verdict::Admit);
+    assert_eq!(counts(&a), (1, 0, 0));
+    // behind: held, in arrival order
+    lag.0.store(100, Relaxed);
+    let order = Arc::new(Mutex::new(Vec::new()));
+    let held: Vec<_> = (0..5)
+        .map(|i| {
+            let (a, order) = (a.clone(), order.clone());
+            let h = tokio::spawn(async move {
+                let v = a.admit().await;
+                order.lock().unwrap().push(i);
+                v
+            });
+            h
+        })
+        .collect();
+    for _ in 0..5 {
+        tokio::task::yield_now().await; // each reaches the door in turn
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(order.lock().unwrap().is_empty(), "none passes while the consumer is behind");
+    lag.0.store(0, Relaxed);
+    for h in held {
+        assert_eq!(h.await.unwrap(), Verdict::Admit);
+    }
+    assert_eq!(*order.lock().unwrap(), vec![0, 1, 2, 3, 4], "arrival order");
+    assert_eq!(counts(&a), (6, 5, 0));
+    // behind for longer than the hold: refused
+    lag.0.store(100, Relaxed);
+    let short = Admission::new(AdmissionConfig { max_lag_ms: 20, ..cfg(0, 1, 0, 100) });
+    short.set_backlog(Arc::downgrade(&(lag.clone() as Arc<dyn Backlog>)));
+    assert_eq!(short.admit().await, Verdict::Refuse { retry_after_s: 3 });
 }
