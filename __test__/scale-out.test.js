@@ -17,6 +17,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const { runNode } = require('./helpers/proc');
 const { delay, withTimeout, waitFor, rawUpgrade } = require('./helpers/meteor-util');
 const { RetryingDdpClient } = require('./helpers/ddp-retry-client');
+const { findExecutable } = require('./helpers/common');
 
 const ROOT = path.resolve(__dirname, '..');
 const BACKEND = path.join(__dirname, 'helpers', 'scale-backend.js');
@@ -25,16 +26,7 @@ const LOOPS_PER_CLIENT = 2; // calls in flight per client
 const PAUSE_MS = 20; // between one loop's calls
 const GRACE_S = 3; // METEOR_SIGTERM_GRACE_PERIOD_SECONDS: the drain spreads closes over 90% of it
 
-function findNginx() {
-  const dirs = [...(process.env.PATH || '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin'];
-  for (const d of dirs) {
-    const p = path.join(d, 'nginx');
-    try { fs.accessSync(p, fs.constants.X_OK); return p; } catch { /* next */ }
-  }
-  return null;
-}
-
-const NGINX = findNginx();
+const NGINX = findExecutable('nginx', ['/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin']);
 
 /** The ```nginx block of the README's "Scaling out" section. */
 function readmeNginxConfig() {

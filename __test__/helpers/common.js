@@ -2,6 +2,7 @@
 // Shared test helpers: deadlines, polling, app start-up and a queued `ws` client wrapper.
 // Every wait in here is bounded by a deadline so no test can hang.
 
+const fs = require('node:fs');
 const path = require('node:path');
 const WebSocket = require('ws');
 
@@ -228,8 +229,18 @@ async function pool(total, concurrency, fn) {
   return { done, errors };
 }
 
+/** The path of an executable on PATH or in `extraDirs` (sbin directories by default), or null. */
+function findExecutable(name, extraDirs = ['/usr/sbin', '/usr/local/sbin']) {
+  for (const d of [...(process.env.PATH || '').split(path.delimiter), ...extraDirs]) {
+    const p = path.join(d, name);
+    try { fs.accessSync(p, fs.constants.X_OK); return p; } catch { /* next */ }
+  }
+  return null;
+}
+
 module.exports = {
   PKG_PATH,
+  findExecutable,
   pool,
   sleep,
   deadline,

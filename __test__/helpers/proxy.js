@@ -8,7 +8,7 @@ const os = require('node:os');
 const net = require('node:net');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { deadline, sleep, waitFor } = require('./common');
+const { deadline, sleep, waitFor, findExecutable } = require('./common');
 
 const KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
 
@@ -116,17 +116,8 @@ function byteByByte(buf) {
   return [...buf].map((b) => Buffer.from([b]));
 }
 
-function findHaproxy() {
-  const dirs = [...(process.env.PATH || '').split(path.delimiter), '/usr/sbin', '/usr/local/sbin'];
-  for (const d of dirs) {
-    const p = path.join(d, 'haproxy');
-    try { fs.accessSync(p, fs.constants.X_OK); return p; } catch { /* next */ }
-  }
-  return null;
-}
-
 /** haproxy's path, or null (a test then skips with the reason `.ci/run` greps its file for). */
-const HAPROXY = findHaproxy();
+const HAPROXY = findExecutable('haproxy');
 
 function freePort() {
   return new Promise((resolve, reject) => {
