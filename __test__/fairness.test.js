@@ -19,7 +19,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { scope, waitFor } = require('./helpers/common');
-const { measureFairness, controlProbe } = require('./helpers/fairness');
+const { measureFairness, controlProbe, gapMeter } = require('./helpers/fairness');
 
 function busy(ms) {
   const end = performance.now() + ms;
@@ -46,20 +46,12 @@ test('a burst far larger than one turn is delivered complete and in order, with 
   const PER = 1000;
   const clients = [];
   for (let c = 0; c < CLIENTS; c++) clients.push(await s.ws(`ws://127.0.0.1:${port}/`));
-  let ticks = 0;
-  let maxGap = 0;
-  let last = performance.now();
-  const interval = setInterval(() => {
-    const now = performance.now();
-    maxGap = Math.max(maxGap, now - last);
-    last = now;
-    ticks++;
-  }, 10);
+  const gaps = gapMeter(10);
   let immediates = 0;
   let spinning = true;
   const spin = () => { immediates++; if (spinning) setImmediate(spin); };
   setImmediate(spin);
-  t.after(() => { clearInterval(interval); spinning = false; });
+  t.after(() => { gaps.stop(); spinning = false; });
   const control = controlProbe();
   t.after(() => control.kill());
   await control.ready;
@@ -69,21 +61,20 @@ test('a burst far larger than one turn is delivered complete and in order, with 
   for (let k = 0; k < PER; k++) clients.forEach((c, i) => c.ws.send(`c${i}:${k}`));
   // The 4,000 client sends above ran synchronously in this process (the clients live here): the
   // gaps measured from now on are the server's deliveries.
-  maxGap = 0;
-  last = performance.now();
+  gaps.reset();
   await waitFor(() => handled === CLIENTS * PER && echoed.every((e) => e.length === PER), {
     timeout: 45000, label: 'every message handled and echoed', describe: () => `handled ${handled}`,
   });
   const took = performance.now() - t0;
   spinning = false;
-  clearInterval(interval);
+  gaps.stop();
   assert.equal(outOfOrder, 0, 'each client\'s messages reach the handler in order');
   echoed.forEach((e, i) => assert.deepEqual(e, Array.from({ length: PER }, (_, k) => `c${i}:${k}`)));
   // ~0.8 s of handler work: a 10 ms interval fires many times during it, never starved for long
   assert.ok(took > 500, `the burst took ${took.toFixed(0)} ms (expected ≥ 0.8 s of handler work)`);
-  assert.ok(ticks >= took / 10 / 4, `interval fired ${ticks} times in ${took.toFixed(0)} ms`);
+  assert.ok(gaps.ticks >= took / 10 / 4, `interval fired ${gaps.ticks} times in ${took.toFixed(0)} ms`);
   const machine = await control.report();
-  assert.ok(maxGap < 200 + machine.max, `longest gap between interval ticks ${maxGap.toFixed(1)} ms (an idle process's max lateness meanwhile: ${machine.max.toFixed(1)} ms)`);
+  assert.ok(gaps.maxGap < 200 + machine.max, `longest gap between interval ticks ${gaps.maxGap.toFixed(1)} ms (an idle process's max lateness meanwhile: ${machine.max.toFixed(1)} ms)`);
   assert.ok(immediates >= 50, `setImmediate ran ${immediates} times during the burst`);
 });
 
@@ -123,21 +114,15 @@ test('expensive handlers inside one read (40 pipelined messages × 5 ms of JS): 
   const control = controlProbe();
   t.after(() => control.kill());
   await control.ready;
-  let maxGap = 0;
-  let last = performance.now();
-  const interval = setInterval(() => {
-    const now = performance.now();
-    maxGap = Math.max(maxGap, now - last);
-    last = now;
-  }, 5);
-  t.after(() => clearInterval(interval));
+  const gaps = gapMeter(5);
+  t.after(() => gaps.stop());
   // one write: the server reads them in one read, and the bridge delivers them as one batch
   c.socket.write(Buffer.concat(Array.from({ length: 40 }, (_, i) => textFrame(`m${i}`))));
   await waitFor(() => seen.length === 40, { timeout: 30000, label: '40 messages handled' });
-  clearInterval(interval);
+  gaps.stop();
   const machine = await control.report();
   assert.deepEqual(seen, Array.from({ length: 40 }, (_, i) => `m${i}`));
-  t.diagnostic(`longest gap ${maxGap.toFixed(1)} ms; control ${machine.max.toFixed(1)} ms`);
+  t.diagnostic(`longest gap ${gaps.maxGap.toFixed(1)} ms; control ${machine.max.toFixed(1)} ms`);
   // 200 ms of handlers: without the in-batch stop the interval would wait for all of them
-  assert.ok(maxGap < 60 + machine.max, `longest gap between 5 ms ticks ${maxGap.toFixed(1)} ms (an idle process's max lateness meanwhile: ${machine.max.toFixed(1)} ms)`);
+  assert.ok(gaps.maxGap < 60 + machine.max, `longest gap between 5 ms ticks ${gaps.maxGap.toFixed(1)} ms (an idle process's max lateness meanwhile: ${machine.max.toFixed(1)} ms)`);
 });

@@ -146,4 +146,21 @@ async function measureFairness({ mode, compress, workUs, clients = 50, inflight 
   }
 }
 
-module.exports = { measureFairness, controlProbe, stats };
+/**
+ * A `setInterval(ms)` in this process that records how often it fired and the longest gap between
+ * two firings (a starved event loop shows as a long gap). `reset()` starts a new window; `stop()`.
+ */
+function gapMeter(ms) {
+  const m = { ticks: 0, maxGap: 0, last: performance.now() };
+  const interval = setInterval(() => {
+    const now = performance.now();
+    m.maxGap = Math.max(m.maxGap, now - m.last);
+    m.last = now;
+    m.ticks++;
+  }, ms);
+  m.reset = () => { m.maxGap = 0; m.last = performance.now(); };
+  m.stop = () => clearInterval(interval);
+  return m;
+}
+
+module.exports = { measureFairness, controlProbe, stats, gapMeter };
