@@ -136,13 +136,13 @@ class TemplatedApp {
     const deadline = this._turn + TURN_BUDGET_MS;
     let runId = -1;
     let runStart = 0;
+    let now = performance.now(); // read once per event: after its handler (the next one starts then)
     for (; i < batch.length && !this._closed; i += 2) {
       const tag = batch[i];
       const v = batch[i + 1];
       const kind = tag % Event.KINDS;
       const id = (tag - kind) / Event.KINDS;
       if (id !== runId) {
-        const now = performance.now();
         if (runId !== -1 && now >= deadline) return i;
         runId = id;
         runStart = now;
@@ -176,7 +176,8 @@ class TemplatedApp {
         // uncaught exception, as it would from any Node event handler.
         process.nextTick(rethrow, err);
       }
-      if (performance.now() - runStart >= TURN_BUDGET_MS) return i + 2;
+      now = performance.now();
+      if (now - runStart >= TURN_BUDGET_MS) return i + 2;
     }
     return i;
   }
