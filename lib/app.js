@@ -3,7 +3,7 @@
 // to the handlers, drain, stats and close.
 
 const tls = require('tls');
-const { native, Event, TURN_BUDGET_MS } = require('./constants');
+const { native, Event, TURN_BUDGET_MS, TURN_GAP_MS } = require('./constants');
 const O = require('./options');
 const { WebSocket, headerObject } = require('./websocket');
 const { attach, detach } = require('./attach');
@@ -16,11 +16,14 @@ function rethrow(err) {
 class TemplatedApp {
   constructor(options) {
     const { threads, admission, proxyProtocol } = O.appOptions(options);
-    // The bridge calls this with a batch `tag, value, ...`, or with no arguments at the end of a
-    // delivery: then it settles after this event-loop turn's other I/O (src/bridge.rs, fairness).
-    // A batch's handlers stop when the turn's budget (TURN_BUDGET_MS) is spent; the rest of the
-    // batch waits in `_carry` and runs first, from setImmediate turns, before the bridge settles.
+    // The bridge calls this with a batch `tag, value, ...`, or with no arguments when a turn's
+    // budget ran out: then it settles after this event-loop turn's other I/O (src/bridge.rs,
+    // fairness). A batch's handlers stop when the turn's budget (TURN_BUDGET_MS) is spent; the rest
+    // of the batch waits in `_carry` and runs first, from setImmediate turns, before the bridge
+    // settles. A batch that comes within TURN_GAP_MS of the previous one's end is in the same turn
+    // (the bridge's rule: Node called it again without returning to the event loop).
     this._turn = 0; // when this turn's first delivery started (performance.now()), 0 between turns
+    this._lastEnd = 0; // when the last batch's handlers ended (performance.now())
     this._carry = null; // { batch, i }: events delivered but not handled yet, in order
     this._settleFn = () => this._settle();
     this._native = new native.NativeApp(threads, (...batch) => {
@@ -95,7 +98,8 @@ class TemplatedApp {
 
   /** A chunk from the bridge: false when the turn's budget ran out before its end (the rest waits). */
   _deliver(batch) {
-    if (this._turn === 0) this._turn = performance.now();
+    const start = performance.now();
+    if (this._turn === 0 || start - this._lastEnd > TURN_GAP_MS) this._turn = start;
     let i = 0;
     if (this._carry !== null) {
       // only after an exception left a carry behind: keep the order
@@ -103,6 +107,7 @@ class TemplatedApp {
       this._carry = null;
     }
     i = this._dispatch(batch, i);
+    this._lastEnd = performance.now();
     if (i < batch.length && !this._closed) {
       this._carry = { batch, i };
       return false;

@@ -18,15 +18,18 @@
 //! function is called while its callback runs (up to 1,000 times per wakeup: nodejs/node#38506).
 //! When the I/O threads woke JS for events that arrived during a delivery, a saturated server
 //! therefore stayed in that loop for seconds and timers, other I/O and `setImmediate` starved.
-//! So a wakeup stays armed from the I/O threads' side until JS settles it: `deliver` hands over
-//! events in chunks until the queue is empty or the turn's budget ([`native_ws::pacing`], 5 ms)
-//! is spent (what is left waits on the JS thread, in order), then asks JS (a call of the dispatch
-//! function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the poll
-//! phase's other I/O; `settle` delivers the next turn's worth itself if events wait (no second
-//! wakeup; timers run before the next `settle`), else disarms the wakeup so that the next event
-//! wakes JS. Under light load it is still one wakeup per batch. JS checks the same budget
-//! per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login each) it stops
-//! inside the chunk, keeps its rest, answers `false`, and settles only once that rest is done.
+//! So a wakeup stays armed from the I/O threads' side until the JS thread disarms it: `deliver`
+//! hands over events in chunks until the queue is empty or the turn's budget
+//! ([`native_ws::pacing`], 5 ms) is spent. Queue empty: it disarms (the next event wakes JS) and
+//! pauses the turn, so that a call Node chains right away continues the same turn and budget.
+//! Budget spent: what is left waits on the JS thread, in order, and JS is asked (a call of the
+//! dispatch function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the
+//! poll phase's other I/O; `settle` delivers the next turn's worth itself (no second wakeup;
+//! timers run before the next `settle`). Under light load it is one wakeup per batch and nothing
+//! else (a `setImmediate` hop after every delivery put ~1 ms on the round trip's p99). JS checks
+//! the same budget per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login
+//! each) it stops inside the chunk, keeps its rest, answers `false`, and settles only once that
+//! rest is done.
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -140,7 +143,7 @@ struct Taken {
 
 /// How a delivery ended.
 enum Turn {
-    /// the queue is empty
+    /// the queue is empty (not yet disarmed)
     Idle,
     /// the turn's budget is spent and events wait
     Spent,
@@ -298,19 +301,23 @@ impl Bridge {
         true
     }
 
-    /// JS thread, from a `setImmediate` after a delivery (the turn's other I/O ran): if events
-    /// wait, deliver the next turn's worth right here (no second wakeup: this is a new turn of the
-    /// event loop, after its poll phase), else disarm so that the next event wakes JS.
+    /// JS thread: if nothing is queued, disarm (the next event wakes JS). False when events wait.
+    fn disarm_if_idle(&self) -> bool {
+        let mut q = self.queue.lock().unwrap();
+        if !q.events.is_empty() {
+            return false;
+        }
+        q.armed = false;
+        self.taken_since.store(0, Relaxed);
+        true
+    }
+
+    /// JS thread, from a `setImmediate` after a delivery whose turn's budget ran out (the turn's
+    /// other I/O ran): deliver the next turn's worth right here (no second wakeup: this is a new
+    /// turn of the event loop, after its poll phase), or disarm if nothing waits.
     pub fn settle(&self, env: sys::napi_env) {
-        let waiting = !self.taken.lock().unwrap().events.is_empty();
-        {
-            let mut q = self.queue.lock().unwrap();
-            if !waiting && q.events.is_empty() {
-                q.armed = false;
-                self.taken_since.store(0, Relaxed);
-                return;
-            }
-            q.armed = true;
+        if self.taken.lock().unwrap().events.is_empty() && self.disarm_if_idle() {
+            return;
         }
         let js_cb = self.dispatch.lock().unwrap().as_ref().and_then(|d| {
             let mut f = ptr::null_mut();
@@ -430,7 +437,7 @@ unsafe extern "C" fn finalize(_env: sys::napi_env, data: *mut c_void, _hint: *mu
 }
 
 /// JS thread, once per wakeup: hand what is queued to the dispatch function, for at most one
-/// turn's budget, then ask JS to `settle` after the turn's other I/O (see the module doc).
+/// turn's budget (see the module doc).
 unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context: *mut c_void, _data: *mut c_void) {
     if env.is_null() || js_cb.is_null() {
         return; // the env is being torn down
@@ -439,8 +446,8 @@ unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context
     run(env, js_cb, &*(context as *const Bridge));
 }
 
-/// One turn's delivery (from the threadsafe function's wakeup, or from `settle`), then ask JS
-/// to `settle` after the turn's other I/O.
+/// One delivery (from the threadsafe function's wakeup, or from `settle`): disarm when the queue
+/// is empty, else ask JS to `settle` after the turn's other I/O.
 unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge) {
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
@@ -448,14 +455,22 @@ unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge) {
         let mut taken = bridge.taken.lock().unwrap();
         let taken = &mut *taken;
         taken.pacer.begin(Instant::now());
-        let turn = deliver_turn(env, js_cb, undefined, bridge, taken);
-        taken.pacer.end();
+        let turn = match deliver_turn(env, js_cb, undefined, bridge, taken) {
+            // events that came after the last refill wait for the next turn
+            Turn::Idle if !bridge.disarm_if_idle() => Turn::Spent,
+            turn => turn,
+        };
+        match turn {
+            Turn::Idle => taken.pacer.pause(Instant::now()),
+            Turn::Spent | Turn::Exception => taken.pacer.end(),
+        }
         turn
     };
     match turn {
+        Turn::Idle => {}
         // Node surfaces the exception when we return, then calls us again at once.
         Turn::Exception => bridge.wake_js(),
-        Turn::Idle | Turn::Spent => {
+        Turn::Spent => {
             let mut result = ptr::null_mut();
             sys::napi_call_function(env, undefined, js_cb, 0, ptr::null(), &mut result);
         }

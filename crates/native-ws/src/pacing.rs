@@ -5,11 +5,24 @@
 //! The budget is checked between chunks, so a chunk's size is chosen from the measured cost of
 //! an event (a moving average): small enough that the last chunk of a turn overshoots the budget
 //! by about one event's cost, large enough that a light batch is one chunk (one call).
+//!
+//! A consumer that went idle (delivered everything) before its budget was spent [`pause`]s the
+//! turn instead of ending it: if it is called again within [`TURN_GAP`] it is still the same turn
+//! (the loop did not run in between: Node calls a threadsafe function again at once when it was
+//! woken during its callback), so a chain of light deliveries is bounded by one budget too; a
+//! later call starts a new turn.
+//!
+//! [`pause`]: Pacer::pause
 
 use std::time::{Duration, Instant};
 
 /// Time one turn of the event loop may spend delivering events before it yields.
 pub const TURN_BUDGET: Duration = Duration::from_millis(5);
+
+/// A delivery that starts within this time of the previous one's end (after it went idle) is in
+/// the same turn of the event loop: the loop cannot have polled, run timers and come back that fast
+/// (a chained call comes within a few µs); a misjudged later call only ends its turn early.
+pub const TURN_GAP: Duration = Duration::from_micros(100);
 
 /// Estimated cost of one event before anything was measured (a cheap JS handler).
 const INITIAL_EVENT_COST_NS: f64 = 2_000.0;
@@ -20,6 +33,8 @@ pub struct Pacer {
     /// moving average of ns per event, over the chunks delivered so far (all turns)
     event_cost_ns: f64,
     turn: Option<Instant>,
+    /// when the turn's last delivery went idle (None while delivering, or no turn)
+    paused: Option<Instant>,
 }
 
 impl Default for Pacer {
@@ -30,17 +45,32 @@ impl Default for Pacer {
 
 impl Pacer {
     pub fn new(budget: Duration) -> Pacer {
-        Pacer { budget, event_cost_ns: INITIAL_EVENT_COST_NS, turn: None }
+        Pacer { budget, event_cost_ns: INITIAL_EVENT_COST_NS, turn: None, paused: None }
     }
 
-    /// The start of this turn (the first call of a turn starts it).
+    /// A delivery starts at `now`: it continues the turn if there is one and it did not go idle
+    /// more than [`TURN_GAP`] ago, else it starts a new turn.
     pub fn begin(&mut self, now: Instant) {
+        if let Some(p) = self.paused.take() {
+            if now.saturating_duration_since(p) > TURN_GAP {
+                self.turn = None;
+            }
+        }
         self.turn.get_or_insert(now);
     }
 
-    /// The turn is over (the consumer yielded to the event loop or went idle).
+    /// The delivery went idle at `now` with the turn's budget left: a call within [`TURN_GAP`]
+    /// continues the turn.
+    pub fn pause(&mut self, now: Instant) {
+        if self.turn.is_some() {
+            self.paused = Some(now);
+        }
+    }
+
+    /// The turn is over (the consumer yielded to the event loop).
     pub fn end(&mut self) {
         self.turn = None;
+        self.paused = None;
     }
 
     /// Whether the turn's budget is spent at `now`.

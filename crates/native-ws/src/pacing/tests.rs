@@ -45,3 +45,35 @@ fn an_empty_chunk_changes_nothing() {
     p.record(0, MS);
     assert_eq!(p.event_cost_ns(), before);
 }
+
+#[test]
+fn a_delivery_right_after_an_idle_one_continues_its_turn() {
+    let mut p = Pacer::new(5 * MS);
+    let t0 = Instant::now();
+    p.begin(t0);
+    p.pause(t0 + 2 * MS);
+    // called again at once (Node chained the call): the same turn, its budget counts on
+    p.begin(t0 + 2 * MS + TURN_GAP / 2);
+    assert!(!p.spent(t0 + 4 * MS));
+    assert!(p.spent(t0 + 5 * MS), "a chain of idle deliveries shares one budget");
+    p.pause(t0 + 5 * MS);
+    // called again later: the loop ran in between, a new turn
+    let t1 = t0 + 5 * MS + TURN_GAP * 2;
+    p.begin(t1);
+    assert!(!p.spent(t1 + 4 * MS));
+    assert!(p.spent(t1 + 5 * MS));
+    // ended (yielded to the loop): the next call starts fresh even right away
+    p.end();
+    p.begin(t1 + 5 * MS);
+    assert!(!p.spent(t1 + 9 * MS));
+}
+
+#[test]
+fn pausing_without_a_turn_does_nothing() {
+    let mut p = Pacer::new(5 * MS);
+    let t0 = Instant::now();
+    p.pause(t0);
+    p.begin(t0 + 10 * MS);
+    assert!(!p.spent(t0 + 14 * MS));
+    assert!(p.spent(t0 + 15 * MS));
+}
