@@ -13,7 +13,7 @@ const ROOT = path.resolve(__dirname, '..');
 const TIMEOUT_MS = 240_000;
 // Always measurable here (their packages are devDependencies); the native and pure-Rust rows are
 // required whenever their binaries are built.
-const ALWAYS = ['sockjs', 'ws', 'uws-direct', 'uws-publish', 'uws-proxied'];
+const ALWAYS = ['sockjs', 'ws', 'uws-direct', 'uws-raw', 'uws-publish', 'uws-proxied'];
 
 test('bench --smoke: every server starts and every workload completes', { timeout: TIMEOUT_MS + 30_000 }, async (t) => {
   const out = fs.mkdtempSync(path.join(os.tmpdir(), 'bench-smoke-'));

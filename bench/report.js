@@ -11,6 +11,7 @@ const COLORS = {
   sockjs: '#8c8c8c',
   ws: '#6b8fb3',
   'uws-direct': '#d9822b',
+  'uws-raw': '#a8591a',
   'uws-proxied': '#f0b86e',
   'native-attach': '#1f8a4c',
   'native-listen': '#4cbf7a',

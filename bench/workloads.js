@@ -31,6 +31,8 @@ const TRANSPORTS = [
     command: nodeServer('ws.js'), unavailable: ddpMissing, compression: true },
   { name: 'uws-direct', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself',
     command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
+  { name: 'uws-raw', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself, its handlers calling the DDP session directly (ddp.open / session.receive / session.closed: no Meteor-contract shim)',
+    command: nodeServer('uws-raw.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'uws-publish', description: "uWebSockets.js direct, the fan-out through uWS's own pub/sub: one app.publish per message (compressed once), not per-socket sends",
     command: nodeServer('uws-publish.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true,
     workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },

@@ -122,12 +122,16 @@ function loadDdp() {
     },
   });
   if (CONNECT_COST_MS > 0) {
-    const handle = server.handle.bind(server);
-    server.handle = (sock) => {
-      sock.prependListener('data', (d) => {
+    // On the direct entry, so that it applies through handle() (a user of open) and without it.
+    const open = server.open.bind(server);
+    server.open = (...args) => {
+      const session = open(...args);
+      const receive = session.receive;
+      session.receive = (d) => {
         if (typeof d === 'string' && d.includes('"msg":"connect"')) busy(CONNECT_COST_MS);
-      });
-      handle(sock);
+        receive.call(session, d);
+      };
+      return session;
     };
   }
   return server;
