@@ -212,6 +212,66 @@ describe('DdpServer', () => {
     assert.deepEqual(s.take(), []);
   });
 
+  test('direct entry: open(send, close) → session.receive / session.closed, no socket object', T, () => {
+    const ddp = new DdpServer({ methods: { twice(x) { return 2 * x; } } });
+    const out = [];
+    let closes = 0;
+    const s = ddp.open((str) => out.push(JSON.parse(str)), () => closes++);
+    assert.equal(s.socket, null);
+    s.receive(JSON.stringify({ msg: 'connect', version: '1', support: ['1'] }));
+    assert.equal(out.shift().msg, 'connected');
+    s.receive(JSON.stringify({ msg: 'method', id: '1', method: 'twice', params: [21] }));
+    s.receive(JSON.stringify({ msg: 'sub', id: 's', name: 'fanout' }));
+    assert.deepEqual(out.splice(0), [{ msg: 'result', id: '1', result: 42 }, { msg: 'updated', methods: ['1'] },
+      { msg: 'ready', subs: ['s'] }]);
+    assert.equal(ddp.publish({ n: 1 }), 1);
+    assert.equal(out.shift().msg, 'added');
+    s.closed();
+    s.closed();
+    assert.equal(ddp.sessions.size, 0);
+    assert.equal(ddp.publish({ n: 2 }), 0);
+    s.receive(JSON.stringify({ msg: 'ping' }));
+    assert.deepEqual(out, []);
+    assert.equal(closes, 0);
+    // A bad version: `failed`, then the close function; the optional timeout function as handle's.
+    const timeouts = [];
+    const f = ddp.open((str) => out.push(JSON.parse(str)), () => closes++, (ms) => timeouts.push(ms));
+    f.receive(JSON.stringify({ msg: 'connect', version: '9', support: ['9'] }));
+    assert.deepEqual(out.splice(0), [{ msg: 'failed', version: '1' }]);
+    assert.equal(closes, 1);
+    assert.deepEqual(timeouts, [45000]);
+  });
+
+  test('publications option: run once on sub before ready; added() keeps the fields sent; hasSub', T, () => {
+    const calls = [];
+    const ddp = new DdpServer({
+      publications: {
+        items(subId, ...params) {
+          calls.push([subId, params, this.hasSub('items')]);
+          this.added('items', 'a', { n: 1 });
+          if (params[0] === 'boom') throw new Error('boom');
+        },
+      },
+    });
+    const { socket: s } = connected(ddp);
+    s.in({ msg: 'sub', id: 'x', name: 'items', params: [7] });
+    s.in({ msg: 'sub', id: 'x', name: 'items', params: [7] }); // the same id again: ready only
+    assert.deepEqual(s.take(), [{ msg: 'added', collection: 'items', id: 'a', fields: { n: 1 } },
+      { msg: 'ready', subs: ['x'] }, { msg: 'ready', subs: ['x'] }]);
+    assert.deepEqual(calls, [['x', [7], true]]);
+    const session = [...ddp.sessions][0];
+    assert.deepEqual(session.views.get('items').get('a'), { n: 1 });
+    s.in({ msg: 'sub', id: 'y', name: 'items', params: ['boom'] });
+    const [, nosub] = s.take();
+    assert.equal(nosub.msg, 'nosub');
+    assert.equal(nosub.error.error, 500);
+    assert.equal(session.hasSub('items'), true);
+    s.in({ msg: 'unsub', id: 'x' });
+    assert.equal(session.hasSub('items'), false);
+    s.in({ msg: 'sub', id: 'z', name: 'nope' });
+    assert.equal(s.take().pop().error.error, 404);
+  });
+
   test('randomId', T, () => {
     const ids = new Set();
     for (let i = 0; i < 2000; i++) ids.add(randomId());

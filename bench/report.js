@@ -7,10 +7,44 @@ const RSS_WORKLOADS = ['idle', 'idle_deflate'];
 /** The project's target for idle RSS with permessage-deflate negotiated vs without. */
 const DEFLATE_RSS_TARGET = 2;
 
+/** The app workloads' tables: the figures per transport, and native ÷ uws against issue #22's targets. */
+const APP_COLUMNS = {
+  'app-rate': [
+    { key: 'calls_per_s', label: 'calls/s', digits: 0 },
+    { key: 'server_cpu_us_per_call', label: 'process CPU µs/call', digits: 1 },
+    { key: 'js_us_per_call', label: 'JS-thread µs/call', digits: 1 },
+    { key: 'lat_p50_ms', label: 'p50 ms', digits: 2 },
+    { key: 'lat_p95_ms', label: 'p95 ms', digits: 2 },
+    { key: 'lat_p99_ms', label: 'p99 ms', digits: 2 },
+    { key: 'rss_end_mib', label: 'RSS MiB', digits: 1 },
+  ],
+  'app-saturated': [
+    { key: 'calls_per_s', label: 'calls/s', digits: 0 },
+    { key: 'server_cpu_us_per_call', label: 'process CPU µs/call', digits: 1 },
+    { key: 'js_us_per_call', label: 'JS-thread µs/call', digits: 1 },
+    { key: 'lat_p50_ms', label: 'p50 ms', digits: 2 },
+    { key: 'lat_p95_ms', label: 'p95 ms', digits: 2 },
+    { key: 'rss_end_mib', label: 'RSS MiB', digits: 1 },
+  ],
+};
+const APP_NATIVE = ['native-attach', 'native-listen'];
+const APP_UWS = [['uws-proxied', "as Meteor runs uWS: shim + proxy hop"], ['uws-raw', 'uWS.js direct, no shim']];
+/** native ÷ uws must be `op` target (issue #22). */
+const APP_TARGETS = [
+  { workload: 'app-rate', key: 'js_us_per_call', label: 'JS-thread µs/call', op: '≤', target: 0.8 },
+  { workload: 'app-rate', key: 'lat_p50_ms', label: 'p50 latency', op: '≤', target: 1.0 },
+  { workload: 'app-rate', key: 'server_cpu_us_per_call', label: 'process CPU µs/call', op: '≤', target: 0.95 },
+  { workload: 'app-saturated', key: 'calls_per_s', label: 'calls/s', op: '≥', target: 1.2 },
+  { workload: 'app-saturated', key: 'js_us_per_call', label: 'JS-thread µs/call', op: '≤', target: 0.8 },
+  { workload: 'app-saturated', key: 'server_cpu_us_per_call', label: 'process CPU µs/call', op: '≤', target: 0.95 },
+  { workload: 'app-saturated', key: 'lat_p50_ms', label: 'p50 latency', op: '≤', target: 1.0 },
+];
+
 const COLORS = {
   sockjs: '#8c8c8c',
   ws: '#6b8fb3',
   'uws-direct': '#d9822b',
+  'uws-raw': '#a8591a',
   'uws-proxied': '#f0b86e',
   'native-attach': '#1f8a4c',
   'native-listen': '#4cbf7a',
@@ -58,6 +92,89 @@ function mdTable(head, rows, align) {
   return out.join('\n');
 }
 
+/** A median with its spread over rounds, `median (min–max)`, when there was more than one round. */
+function showSpread(report, transport, col) {
+  const c = cellOf(report, transport, col);
+  const base = show(report, transport, col);
+  const sp = c.status === 'ok' && c.spread && c.runs > 1 ? c.spread[col.key] : null;
+  return sp ? `${base} (${fmt(sp[0], col.digits)}–${fmt(sp[1], col.digits)})` : base;
+}
+
+/** value(a) ÷ value(b) of each round where both ran (kept runs only). */
+function roundRatios(report, a, b, workload, key) {
+  const byRound = (t) => {
+    const m = new Map();
+    for (const r of report.runs) {
+      if (r.final && r.ok && r.transport === t && r.workload === workload && r.metrics && typeof r.metrics[key] === 'number') m.set(r.round, r.metrics[key]);
+    }
+    return m;
+  };
+  const va = byRound(a);
+  const vb = byRound(b);
+  const out = [];
+  for (const [round, x] of va) if (vb.has(round) && vb.get(round) > 0) out.push(x / vb.get(round));
+  return out;
+}
+
+function appSection(report) {
+  const has = (n) => report.workloads.some((w) => w.name === n);
+  if (!has('app-rate') && !has('app-saturated')) return [];
+  const cfg = report.config;
+  const names = report.transports.map((t) => t.name).filter((n) => {
+    const row = report.medians[n] || {};
+    return ['app-rate', 'app-saturated'].some((w) => row[w] && row[w].status !== 'n/a');
+  });
+  const lines = ['## App level: the tasks app (`addTask`)', ''];
+  lines.push('Every server runs the same small tasks app (bench/servers/common.js): clients subscribe to `tasks`, then call ' +
+    '`addTask(text)`, answered with `added`, `result`, `updated`. Compression off. "process CPU" = the server process\'s ' +
+    'user+system CPU (all threads) ÷ calls; "JS-thread" = its event-loop utilization × the window ÷ calls (the time its JS ' +
+    'thread was busy, whatever ran there); latency = call → `result`; RSS at the end of the window. ' +
+    (cfg.rounds > 1 ? `Medians over ${cfg.rounds} rounds, (min–max) over rounds.` : 'One round.'));
+  lines.push('');
+  for (const w of ['app-rate', 'app-saturated']) {
+    if (!has(w)) continue;
+    const cols = APP_COLUMNS[w].map((c) => ({ ...c, workload: w }));
+    lines.push(w === 'app-rate'
+      ? `**app-rate**: ${cfg.appRateClients} clients, ${cfg.appRate} calls/s in all (fixed rate), ${cfg.appSeconds} s`
+      : `**app-saturated**: ${cfg.appSatClients} clients × ${cfg.appSatInflight} calls in flight, ${cfg.appSeconds} s`);
+    lines.push('');
+    lines.push(mdTable(['transport', ...cols.map((c) => c.label)], names.map((n) => [n, ...cols.map((c) => showSpread(report, n, c))]), ['l']));
+    lines.push('');
+  }
+  const natives = APP_NATIVE.filter((n) => names.includes(n));
+  const bases = APP_UWS.filter(([b]) => names.includes(b));
+  const targets = APP_TARGETS.filter((t) => has(t.workload));
+  if (natives.length && bases.length && targets.length) {
+    lines.push('**native ÷ uws** (the native figure divided by the uWS one, so < 1 is better for time and latency, > 1 for calls/s): ' +
+      bases.map(([b, what]) => `${b} = ${what}`).join('; ') + '. The target column is issue #22\'s, set against uws-proxied; ' +
+      'the uws-raw columns hold native to the same numbers against uWS.js without any shim. ' +
+      `A cell: ratio of the medians${cfg.rounds > 1 ? ' (min–max of the per-round ratios)' : ''}, then whether it meets the target.`);
+    lines.push('');
+    const head = ['workload', 'metric', 'target'];
+    for (const [b] of bases) for (const n of natives) head.push(`${n} ÷ ${b}`);
+    const rows = targets.map((t) => {
+      const col = { workload: t.workload, key: t.key };
+      const row = [t.workload, t.label, `${t.op} ${t.target.toFixed(2)}`];
+      for (const [b] of bases) {
+        for (const n of natives) {
+          const v = valueOf(report, n, col);
+          const bv = valueOf(report, b, col);
+          if (v === null || bv === null || bv === 0) { row.push('–'); continue; }
+          const r = v / bv;
+          const rr = roundRatios(report, n, b, t.workload, t.key);
+          const spread = cfg.rounds > 1 && rr.length > 1 ? ` (${Math.min(...rr).toFixed(2)}–${Math.max(...rr).toFixed(2)})` : '';
+          const met = t.op === '≤' ? r <= t.target : r >= t.target;
+          row.push(`${r.toFixed(2)}${spread} ${met ? 'yes' : '**no**'}`);
+        }
+      }
+      return row;
+    });
+    lines.push(mdTable(head, rows, ['l', 'l', 'l']));
+    lines.push('');
+  }
+  return lines;
+}
+
 function renderMarkdown(report, W, svgName) {
   const cfg = report.config;
   const cols = W.columns(cfg).filter((c) => report.workloads.some((w) => w.name === c.workload));
@@ -97,6 +214,7 @@ function renderMarkdown(report, W, svgName) {
       return f === null ? '–' : `${f.toFixed(2)}×`;
     }).join(' / '))]), ['l']));
   lines.push('');
+  lines.push(...appSection(report));
   const hasW = (n) => report.workloads.some((w) => w.name === n);
   if (hasW('idle') && hasW('idle_deflate')) {
     lines.push('## Idle memory with permessage-deflate');
@@ -156,6 +274,9 @@ function renderMarkdown(report, W, svgName) {
     compressed: `${cfg.compClients} clients × ${cfg.compInflight} in flight, ${cfg.compSeconds} s, ${cfg.compPayload}-byte documents`,
     'compressed-methods': `${cfg.compClients} clients × ${cfg.compInflight} in flight, ${cfg.compSeconds} s, ${cfg.docBytes}-byte documents`,
     'compressed-fan-out': `${cfg.fanoutSubscribers} subscribers, ${cfg.fanoutWrites} writes, ${cfg.docBytes}-byte documents`,
+    'fan-out-4k': `${cfg.fanoutSubscribers} subscribers, ${cfg.fanoutWrites} writes, ${cfg.docBytes}-byte documents`,
+    'app-rate': `${cfg.appRateClients} clients, ${cfg.appRate} calls/s in all, ${cfg.appSeconds} s`,
+    'app-saturated': `${cfg.appSatClients} clients × ${cfg.appSatInflight} in flight, ${cfg.appSeconds} s`,
   };
   for (const w of report.workloads) lines.push(`- **${w.name}** (${sizes[w.name] || ''}): ${w.description}`);
   lines.push('');

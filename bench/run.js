@@ -221,6 +221,7 @@ async function startServer(t, compress, smoke, cpus) {
   child.stderr.on('data', (d) => { if (stderr.length < 8192) stderr += d; });
   child.stdin.on('error', () => {});
   let gcDone = null;
+  const eluWaiters = [];
   const port = await new Promise((resolve) => {
     const rl = readline.createInterface({ input: child.stdout });
     const timer = setTimeout(() => resolve(null), smoke ? 30000 : 20000);
@@ -229,6 +230,11 @@ async function startServer(t, compress, smoke, cpus) {
       if (m) { clearTimeout(timer); resolve(Number(m[1])); }
       const g = /^GC done (\d+)$/.exec(line.trim());
       if (g && gcDone) gcDone(Number(g[1]));
+      if (line.startsWith('ELU ') && eluWaiters.length) {
+        let v = null;
+        try { v = JSON.parse(line.slice(4)); } catch (e) { /* null */ }
+        eluWaiters.shift()(v);
+      }
     });
     child.on('exit', () => { clearTimeout(timer); resolve(null); });
   });
@@ -244,12 +250,19 @@ async function startServer(t, compress, smoke, cpus) {
     await sleep(500); // let the allocator and V8's background threads give pages back
     return r;
   };
+  /** The server's event-loop utilization since its previous `elu` (`elu` on its stdin):
+   *  { utilization, active_ms, idle_ms }, or null if it did not answer within 5 s. */
+  const elu = () => {
+    const answered = new Promise((resolve) => eluWaiters.push(resolve));
+    child.stdin.write('elu\n');
+    return withTimeout(answered, 5000).then((r) => (r === 'timeout' ? null : r));
+  };
   if (!port) {
     killGroup(child, 'SIGKILL');
     await exitPromise(child);
     throw new Error(`server ${t.name} did not start: ${stderr.trim().split('\n').slice(-3).join(' | ') || 'no READY line'}`);
   }
-  return { child, port, gc, stderr: () => stderr };
+  return { child, port, gc, elu, stderr: () => stderr };
 }
 
 async function stopServer(s) {
@@ -284,13 +297,18 @@ async function runOnce(t, w, cfg) {
     let lgErr = '';
     lg.stderr.on('data', (d) => { if (lgErr.length < 8192) lgErr += d; });
     const marks = {};
+    const elus = {};
+    let rssEnd = null;
     let result = null;
     let rssHeld = null;
     const rl = readline.createInterface({ input: lg.stdout });
     const rlClosed = new Promise((r) => rl.once('close', r));
     rl.on('line', (line) => {
       if (line.startsWith('MARK ')) {
-        marks[line.slice(5).trim()] = sample(server.child.pid, lg.pid);
+        const name = line.slice(5).trim();
+        marks[name] = sample(server.child.pid, lg.pid);
+        if (w.elu) elus[name] = server.elu();
+        if (w.rssEnd && name === 'end') rssEnd = procRssKiB(server.child.pid);
         lg.stdin.write('\n');
       } else if (line.startsWith('HELD')) {
         marks.held = sample(server.child.pid, lg.pid);
@@ -339,6 +357,12 @@ async function runOnce(t, w, cfg) {
         steal_cores: round((b.machine.steal - a.machine.steal) / 1e6 / wall, 3),
       };
     }
+    if (w.elu && elus.start && elus.end) {
+      // The answer to the `elu` sent at MARK end covers MARK start → MARK end.
+      await elus.start;
+      rec.elu = await elus.end;
+    }
+    if (w.rssEnd) rec.rss_end_kib = rssEnd;
     if (w.rss) {
       rec.rss = { before_kib: rssBefore, held_kib: rssHeld };
       if (w.rssAfter && serverAlive) {
@@ -395,7 +419,12 @@ function summarize(transports, workloads, runs, availability) {
       if (good.length < mine.length) cell.errors = [...new Set(mine.filter((r) => !r.ok).map((r) => r.error))];
       if (good.length) {
         cell.metrics = {};
-        for (const k of Object.keys(good[0].metrics)) cell.metrics[k] = median(good.map((r) => r.metrics[k]));
+        cell.spread = {}; // [min, max] over rounds
+        for (const k of Object.keys(good[0].metrics)) {
+          const vs = good.map((r) => r.metrics[k]).filter((x) => typeof x === 'number' && Number.isFinite(x));
+          cell.metrics[k] = median(vs);
+          if (vs.length) cell.spread[k] = [Math.min(...vs), Math.max(...vs)];
+        }
       }
       out[t.name][w.name] = cell;
     }

@@ -31,6 +31,8 @@ const TRANSPORTS = [
     command: nodeServer('ws.js'), unavailable: ddpMissing, compression: true },
   { name: 'uws-direct', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself',
     command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
+  { name: 'uws-raw', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself, its handlers calling the DDP session directly (ddp.open / session.receive / session.closed: no Meteor-contract shim)',
+    command: nodeServer('uws-raw.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'uws-publish', description: "uWebSockets.js direct, the fan-out through uWS's own pub/sub: one app.publish per message (compressed once), not per-socket sends",
     command: nodeServer('uws-publish.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true,
     workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
@@ -84,6 +86,11 @@ function config(opts) {
     compPayload: 2048,
     docBytes: 4096,
     rssAfterS: smoke ? 0.5 : 5,
+    appRateClients: 150,
+    appRate: 311,
+    appSatClients: 50,
+    appSatInflight: 4,
+    appSeconds: seconds,
   };
 }
 
@@ -124,6 +131,32 @@ const FAN_OUT_4K = {
   brief: (m) => `first p50 ${m.first_p50_ms} ms, last p50 ${m.p50_ms} ms, ${m.server_cpu_us_per_delivery} µs server CPU/delivery, ` +
     `${m.wire_bytes_per_delivery} B/delivery`,
 };
+
+/** The app workloads' metrics: calls/s, process CPU and JS-thread time per call, latency, RSS. */
+function appMetrics(rec) {
+  const l = rec.loadgen;
+  const calls = l.calls;
+  return {
+    calls_per_s: Math.round(l.calls_per_s),
+    server_cpu_us_per_call: perUnit(rec, calls),
+    // the JS thread's busy time (event-loop utilization × the interval between the two `elu`
+    // samples, taken at MARK start and MARK end) per call
+    js_us_per_call: rec.elu && calls ? r3((rec.elu.active_ms * 1000) / calls) : null,
+    elu: rec.elu ? r3(rec.elu.utilization) : null,
+    lat_p50_ms: r3(l.lat_p50_us / 1000),
+    lat_p95_ms: r3(l.lat_p95_us / 1000),
+    lat_p99_ms: r3(l.lat_p99_us / 1000),
+    rss_end_mib: rec.rss_end_kib != null ? r1(rec.rss_end_kib / 1024) : null,
+    added_per_call: calls ? r3(l.added / (l.sent || calls)) : null,
+    server_cores: rec.window ? rec.window.server_cores : null,
+    loadgen_cores: rec.window ? rec.window.loadgen_cores : null,
+    other_cores: rec.window ? rec.window.other_cores : null,
+  };
+}
+const appBrief = (m) => `${fmtInt(m.calls_per_s)} calls/s, ${m.server_cpu_us_per_call} µs CPU/call, ${m.js_us_per_call} µs JS/call ` +
+  `(ELU ${m.elu}), p50 ${m.lat_p50_ms} ms, p95 ${m.lat_p95_ms} ms, RSS ${m.rss_end_mib} MiB`;
+// rust-echo has no tasks app; the other transports all run the app workloads (compression off).
+const appNotApplicable = (t) => (t.name === 'native-rust' ? 'no tasks app in rust-echo' : null);
 
 const WORKLOADS = [
   {
@@ -279,6 +312,32 @@ const WORKLOADS = [
     notApplicable: (t) => (t.name === 'native-rust' ? 'no publishDoc in rust-echo' : null),
     ...FAN_OUT_4K,
   },
+  {
+    name: 'app-rate',
+    elu: true, // the runner asks the server for its event-loop utilization at both marks
+    rssEnd: true, // and samples its RSS at MARK end
+    description: 'the tasks app at a fixed rate: N clients (connect, sub `tasks`) calling `addTask` at R calls/s in all, ' +
+      'each on its own schedule with a random phase (open-loop); call → `result` latency, process CPU and JS-thread time per call',
+    command: (cfg, url) => lg(cfg, 'app-rate', '--url', url, '--clients', cfg.appRateClients, '--rate', cfg.appRate,
+      '--seconds', cfg.appSeconds),
+    timeoutS: (cfg) => cfg.appSeconds + 120,
+    notApplicable: appNotApplicable,
+    metrics: appMetrics,
+    brief: appBrief,
+  },
+  {
+    name: 'app-saturated',
+    elu: true,
+    rssEnd: true,
+    description: 'the tasks app saturated: N clients (connect, sub `tasks`) × K `addTask` calls in flight, every call its own write; ' +
+      'calls/s, latency, process CPU and JS-thread time per call',
+    command: (cfg, url) => lg(cfg, 'throughput', '--app', '--url', url, '--clients', cfg.appSatClients, '--inflight', cfg.appSatInflight,
+      '--seconds', cfg.appSeconds),
+    timeoutS: (cfg) => cfg.appSeconds + 120,
+    notApplicable: appNotApplicable,
+    metrics: appMetrics,
+    brief: appBrief,
+  },
 ];
 
 // A transport listing `workloads` runs only those.
@@ -312,6 +371,9 @@ function columns(cfg) {
     { workload: 'compressed-fan-out', key: 'p50_ms', label: 'compressed fan-out: last delivery p50 (ms)', better: 'lower', digits: 2 },
     { workload: 'compressed', key: 'calls_per_s', label: 'compressed calls/s', better: 'higher', digits: 0 },
     { workload: 'compressed', key: 'server_cpu_us_per_call', label: 'compressed server CPU µs/call', better: 'lower', digits: 1 },
+    { workload: 'app-rate', key: 'server_cpu_us_per_call', label: `app ${cfg.appRate}/s: process CPU µs/call`, better: 'lower', digits: 1 },
+    { workload: 'app-rate', key: 'js_us_per_call', label: `app ${cfg.appRate}/s: JS-thread µs/call`, better: 'lower', digits: 1 },
+    { workload: 'app-saturated', key: 'calls_per_s', label: `app saturated (${cfg.appSatClients}×${cfg.appSatInflight}) calls/s`, better: 'higher', digits: 0 },
   ];
 }
 

@@ -10,6 +10,19 @@
 // the method `publish(doc)` (sends `added` to every session subscribed to `fanout`, returns how many
 // sessions that was) and the publication `fanout`.
 //
+// The direct entry, for a transport without a socket object of its own (no EventEmitter in between):
+//
+//   const session = ddp.open((str) => ws.send(str), () => ws.end());
+//   session.receive(str);   // each inbound text message
+//   session.closed();       // once, when the connection is gone
+//
+// `handle(socket)` is a thin user of it. Methods and publications run with `this` = the session:
+// `this.id` (the DDP session id), `this.data` (free for the app's per-session state),
+// `this.added(collection, id, fields)` (sends `added` and keeps a copy of the fields, as Meteor's
+// mergebox does) and `this.hasSub(name)`. `options.publications` adds publications:
+// `{ name(subId, ...params) }`, run once on `sub`, before `ready`. (Unsubscribing only stops the
+// subscription: no `removed` is sent for what it published.)
+//
 // This is on the benchmark's hot path: one JSON.parse per inbound message, one JSON.stringify per
 // reply, no per-message closures on the synchronous path.
 
@@ -52,19 +65,48 @@ function isThenable(v) {
 }
 
 class Session {
-  constructor(server, socket) {
+  /**
+   * @param {DdpServer} server
+   * @param {(str: string) => void} send  sends one text message
+   * @param {() => void} close  closes the connection
+   * @param {((ms: number) => void) | null} setTimeout  the transport's idle timeout, if it has one
+   */
+  constructor(server, send, close, setTimeout) {
     this.server = server;
-    this.socket = socket;
+    this._send = send;
+    this._close = close;
+    this._setTimeout = setTimeout;
+    this.socket = null; // the Meteor-contract socket, when served through `handle`
     this.id = null; // DDP session id, set by `connect`
-    this.closed = false;
+    this.isClosed = false;
     this.subs = null; // Map subId -> publication name, created on first sub
+    this.views = null; // mergebox: Map collection -> Map id -> copy of the fields sent
+    this.data = null; // the app's per-session state (methods, publications)
   }
 
   send(obj) {
-    if (!this.closed) this.socket.send(JSON.stringify(obj));
+    if (!this.isClosed) this._send(JSON.stringify(obj));
   }
 
-  onData(raw) {
+  /** Send `added` and keep a copy of the fields sent (what Meteor's mergebox keeps per session). */
+  added(collection, id, fields) {
+    if (this.isClosed) return;
+    if (this.views === null) this.views = new Map();
+    let view = this.views.get(collection);
+    if (view === undefined) this.views.set(collection, (view = new Map()));
+    view.set(id, { ...fields });
+    this._send(JSON.stringify({ msg: 'added', collection, id, fields }));
+  }
+
+  /** Whether a subscription to publication `name` is open. */
+  hasSub(name) {
+    if (this.subs === null) return false;
+    for (const n of this.subs.values()) if (n === name) return true;
+    return false;
+  }
+
+  /** One inbound text message. */
+  receive(raw) {
     let msg;
     try {
       msg = JSON.parse(raw);
@@ -92,7 +134,6 @@ class Session {
   }
 
   connect(msg) {
-    const socket = this.socket;
     if (typeof msg.version !== 'string' || !SUPPORTED_VERSIONS.includes(msg.version) ||
         (msg.support !== undefined && !Array.isArray(msg.support))) {
       // Propose the first version of the client's list that we speak, else our preferred one.
@@ -103,12 +144,12 @@ class Session {
       }
       // Like livedata: send `failed`, then close in the same tick (the transport must flush it first).
       this.send({ msg: 'failed', version });
-      socket.close();
+      if (!this.isClosed) this._close();
       return;
     }
     this.id = randomId();
     // The DDP heartbeat takes over from the handshake timeout.
-    if (typeof socket.setWebsocketTimeout === 'function') socket.setWebsocketTimeout(0);
+    if (this._setTimeout !== null) this._setTimeout(0);
     this.send({ msg: 'connected', session: this.id });
   }
 
@@ -139,12 +180,11 @@ class Session {
   }
 
   reply(id, result, error) {
-    if (this.closed) return;
-    const socket = this.socket;
-    socket.send(JSON.stringify(error === undefined
+    if (this.isClosed) return;
+    this._send(JSON.stringify(error === undefined
       ? { msg: 'result', id, result }
       : { msg: 'result', id, error }));
-    socket.send(JSON.stringify({ msg: 'updated', methods: [id] }));
+    this._send(JSON.stringify({ msg: 'updated', methods: [id] }));
   }
 
   sub(msg) {
@@ -153,14 +193,24 @@ class Session {
       this.send({ msg: 'error', reason: 'Bad request', offendingMessage: msg });
       return;
     }
-    if (msg.name !== FANOUT) {
+    const pub = msg.name === FANOUT ? null : this.server.publications[msg.name];
+    if (msg.name !== FANOUT && typeof pub !== 'function') {
       this.send({ msg: 'nosub', id, error: methodError(404, `Subscription '${msg.name}' not found`) });
       return;
     }
     if (this.subs === null) this.subs = new Map();
     if (!this.subs.has(id)) {
       this.subs.set(id, msg.name);
-      this.server.fanout.add(this);
+      if (pub === null) this.server.fanout.add(this);
+      else {
+        try {
+          pub.apply(this, Array.isArray(msg.params) ? [id, ...msg.params] : [id]);
+        } catch (e) {
+          this.subs.delete(id);
+          this.send({ msg: 'nosub', id, error: errorFromThrown(e) });
+          return;
+        }
+      }
     }
     this.send({ msg: 'ready', subs: [id] });
   }
@@ -180,9 +230,10 @@ class Session {
     this.server.fanout.delete(this);
   }
 
-  onClose() {
-    if (this.closed) return;
-    this.closed = true;
+  /** The connection is gone (once; later calls do nothing). */
+  closed() {
+    if (this.isClosed) return;
+    this.isClosed = true;
     this.server.fanout.delete(this);
     this.server.sessions.delete(this);
   }
@@ -190,7 +241,8 @@ class Session {
 
 class DdpServer {
   /**
-   * @param {{ methods?: Record<string, (...params: any[]) => any> }} [options]
+   * @param {{ methods?: Record<string, (...params: any[]) => any>,
+   *           publications?: Record<string, (subId: string, ...params: any[]) => void> }} [options]
    */
   constructor(options = {}) {
     const server = this;
@@ -201,16 +253,31 @@ class DdpServer {
       echo(x) { return x; },
       publish(doc) { return server.publish(doc); },
     }, options.methods || {});
+    this.publications = Object.assign(Object.create(null), options.publications || {});
   }
 
-  /** Serve DDP on one Meteor-contract socket. */
-  handle(socket) {
-    const session = new Session(this, socket);
+  /**
+   * Serve DDP on one connection, called directly: `send(str)` sends a text message, `close()`
+   * closes the connection, `setTimeout(ms)` (optional) sets the transport's idle timeout (45 s
+   * until the DDP handshake, then 0, as stream_server does). Feed it with `session.receive(str)`
+   * and `session.closed()`.
+   * @returns {Session}
+   */
+  open(send, close, setTimeout = null) {
+    const session = new Session(this, send, close, setTimeout);
     this.sessions.add(session);
-    // Kill a socket that never sends the DDP handshake (stream_server does the same).
-    if (typeof socket.setWebsocketTimeout === 'function') socket.setWebsocketTimeout(HANDSHAKE_TIMEOUT_MS);
-    socket.on('data', (raw) => session.onData(raw));
-    socket.on('close', () => session.onClose());
+    // Kill a connection that never sends the DDP handshake (stream_server does the same).
+    if (setTimeout !== null) setTimeout(HANDSHAKE_TIMEOUT_MS);
+    return session;
+  }
+
+  /** Serve DDP on one Meteor-contract socket (through `open`). */
+  handle(socket) {
+    const session = this.open((str) => socket.send(str), () => socket.close(),
+      typeof socket.setWebsocketTimeout === 'function' ? (ms) => socket.setWebsocketTimeout(ms) : null);
+    session.socket = socket;
+    socket.on('data', (raw) => session.receive(raw));
+    socket.on('close', () => session.closed());
     return session;
   }
 
@@ -219,8 +286,8 @@ class DdpServer {
     const frame = JSON.stringify({ msg: 'added', collection: FANOUT, id: String(++this.fanoutSeq), fields: doc });
     let n = 0;
     for (const session of this.fanout) {
-      if (session.closed) continue;
-      session.socket.send(frame);
+      if (session.isClosed) continue;
+      session._send(frame);
       n++;
     }
     return n;

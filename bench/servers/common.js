@@ -56,9 +56,12 @@ function exitRules(onExit) {
     // `gc` on stdin: one full garbage collection (the runner starts servers with --expose-gc), so
     // the runner can tell memory the process holds from JS garbage an idle process never collects.
     process.stdin.on('data', (d) => {
+      const lines = String(d).split('\n');
       // `lateness`: the 10 ms timer probe's figures since the last `lateness` (BENCH_LATENESS=1)
-      if (String(d).split('\n').includes('lateness')) process.stdout.write(`LATENESS ${JSON.stringify(latenessReport())}\n`);
-      if (String(d).split('\n').includes('gc') && typeof global.gc === 'function') {
+      if (lines.includes('lateness')) process.stdout.write(`LATENESS ${JSON.stringify(latenessReport())}\n`);
+      // `elu`: the event loop's utilization since the previous `elu` (or the start)
+      if (lines.includes('elu')) process.stdout.write(`ELU ${JSON.stringify(eluReport())}\n`);
+      if (lines.includes('gc') && typeof global.gc === 'function') {
         global.gc();
         process.stdout.write(`GC done ${process.memoryUsage().heapTotal}\n`);
       }
@@ -91,6 +94,18 @@ function latenessReport() {
   return out;
 }
 
+// The event loop's utilization (performance.eventLoopUtilization) between two `elu` lines: the
+// share of the interval the JS thread spent outside the event provider (epoll), i.e. running JS
+// and whatever native code runs on that thread (uWS.js parses and writes there; the native core's
+// I/O threads are not counted). active_ms ÷ calls = the JS-thread time per call.
+let eluLast = performance.eventLoopUtilization();
+function eluReport() {
+  const now = performance.eventLoopUtilization();
+  const d = performance.eventLoopUtilization(now, eluLast);
+  eluLast = now;
+  return { utilization: d.utilization, active_ms: d.active, idle_ms: d.idle };
+}
+
 /** BENCH_CONNECT_COST_MS: synchronous JS each DDP `connect` costs (a Meteor login + subscription
  *  stand-in for the storm workload), 0 by default. */
 const CONNECT_COST_MS = Number(process.env.BENCH_CONNECT_COST_MS || 0);
@@ -100,14 +115,37 @@ function busy(ms) {
   while (performance.now() < end);
 }
 
+/** Tasks each session keeps (the oldest is dropped beyond it). */
+const TASKS_KEPT = 100;
+
+/** A session's tasks, oldest first (the app's per-session collection). */
+function tasksOf(session) {
+  if (session.data === null) session.data = { tasks: [] };
+  return session.data.tasks;
+}
+
+/** A task's fields as DDP sends them (EJSON: a Date is `{ $date: ms }`). */
+function taskFields(task) {
+  return { text: task.text, createdAt: { $date: task.createdAt.getTime() }, owner: task.owner };
+}
+
 /**
  * The DDP server every benchmark server runs: the demo's (`echo`, `publish`, the `fanout`
  * publication) plus the compressed workloads' methods: `doc(size)` returns a realistic document of
  * about `size` bytes (bench/ddp-doc.js; one object per size, stringified per call as Meteor does),
  * and `publishDoc(fseq, size)` publishes one (`fseq` first among its fields) to `fanout`.
+ *
+ * And a small tasks app, the app-level workloads' stand-in for a Meteor method with its per-call JS
+ * work: the publication `tasks` (the session's own tasks: `added` for each it has, then `ready`)
+ * and the method `addTask(text)`, which builds a task document (a Meteor-style random id, `text`,
+ * `createdAt`, `owner` = the DDP session id), keeps it in the session's collection (the last
+ * TASKS_KEPT), sends `added` for it when the caller is subscribed to `tasks` (the session keeping a
+ * copy of the fields sent, as mergebox does) and returns its id; the session then sends `result`
+ * and `updated`, as Meteor does. A task dropped beyond TASKS_KEPT leaves the collection and the
+ * session's copy without a `removed` (a memory bound of the benchmark, not app behaviour).
  */
 function loadDdp() {
-  const { DdpServer } = require(path.join(ROOT, 'demo', 'ddp-session'));
+  const { DdpServer, randomId } = require(path.join(ROOT, 'demo', 'ddp-session'));
   const { makeDoc } = require(path.join(ROOT, 'bench', 'ddp-doc'));
   const docs = new Map();
   const docOf = (size) => {
@@ -119,15 +157,39 @@ function loadDdp() {
     methods: {
       doc(size) { return docOf(size); },
       publishDoc(fseq, size) { return server.publish({ fseq, ...docOf(size) }); },
+      addTask(text) {
+        if (typeof text !== 'string' || text.length === 0 || text.length > 1000) {
+          throw { error: 400, reason: 'text must be a string of 1 to 1000 characters' };
+        }
+        const task = { _id: randomId(), text, createdAt: new Date(), owner: this.id };
+        const tasks = tasksOf(this);
+        tasks.push(task);
+        if (tasks.length > TASKS_KEPT) {
+          const old = tasks.shift();
+          const view = this.views !== null ? this.views.get('tasks') : undefined;
+          if (view !== undefined) view.delete(old._id);
+        }
+        if (this.hasSub('tasks')) this.added('tasks', task._id, taskFields(task));
+        return task._id;
+      },
+    },
+    publications: {
+      tasks() {
+        for (const task of tasksOf(this)) this.added('tasks', task._id, taskFields(task));
+      },
     },
   });
   if (CONNECT_COST_MS > 0) {
-    const handle = server.handle.bind(server);
-    server.handle = (sock) => {
-      sock.prependListener('data', (d) => {
+    // On the direct entry, so that it applies through handle() (a user of open) and without it.
+    const open = server.open.bind(server);
+    server.open = (...args) => {
+      const session = open(...args);
+      const receive = session.receive;
+      session.receive = (d) => {
         if (typeof d === 'string' && d.includes('"msg":"connect"')) busy(CONNECT_COST_MS);
-      });
-      handle(sock);
+        receive.call(session, d);
+      };
+      return session;
     };
   }
   return server;

@@ -14,15 +14,21 @@ async function uwsModule() {
   return process.argv.includes('--native') ? require(path.join(ROOT, 'lib', 'uws')) : import('uws-pack');
 }
 
-async function createUwsApp(ddp) {
-  const uws = await uwsModule();
-  const app = uws.App();
-  const compression = COMPRESS ? (uws.SHARED_COMPRESSOR | uws.SHARED_DECOMPRESSOR) : uws.DISABLED;
-  app.ws('/*', {
-    compression,
+/** The ws behaviour settings every uWS server here uses (handlers not included). */
+function wsSettings(uws) {
+  return {
+    compression: COMPRESS ? (uws.SHARED_COMPRESSOR | uws.SHARED_DECOMPRESSOR) : uws.DISABLED,
     maxPayloadLength: MAX_PAYLOAD,
     maxBackpressure: 16 * 1024 * 1024,
     idleTimeout: 45,
+  };
+}
+
+async function createUwsApp(ddp) {
+  const uws = await uwsModule();
+  const app = uws.App();
+  app.ws('/*', {
+    ...wsSettings(uws),
     open(ws) {
       const sock = new ShimSocket((str) => ws.send(str, false, COMPRESS), () => ws.end(1000));
       sock.uws = ws; // for uws-publish.js (topics)
@@ -49,4 +55,4 @@ function listen(uws, app, host, port) {
   });
 }
 
-module.exports = { createUwsApp, listen };
+module.exports = { uwsModule, wsSettings, createUwsApp, listen };

@@ -15,7 +15,7 @@ exitRules();
     const frame = JSON.stringify({ msg: 'added', collection: 'fanout', id: String(++this.fanoutSeq), fields: doc });
     let n = 0;
     for (const session of this.fanout) {
-      if (session.closed) continue;
+      if (session.isClosed) continue;
       if (!session.uwsTopic) {
         session.socket.uws.subscribe('fanout');
         session.uwsTopic = true;

@@ -4,6 +4,7 @@
 //! framing (client.rs) and byte-search DDP matching (ddp.rs), so that its own CPU per call stays
 //! small next to the servers it measures. Every workload is bounded in count and time.
 
+mod app;
 mod client;
 mod ddp;
 mod storm;
@@ -57,6 +58,7 @@ fn main() {
             "throughput" => throughput(&opts, target).await,
             "idle" => idle(&opts, target, nofile).await,
             "fanout" => fanout(&opts, target).await,
+            "app-rate" => app::app_rate(&opts, target).await,
             "storm" => storm::storm(&opts, target).await,
             other => Err(format!("unknown workload {other:?}")),
         }
@@ -239,11 +241,22 @@ async fn rtt(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
 struct EchoOut {
     lat: Vec<u32>,
     done: u64,
+    /// `added` messages received (the app workload: one per call)
+    added: u64,
     error: Option<String>,
 }
 
-async fn echo_loop(mut c: Conn, call: Rc<Call>, inflight: usize, coalesce: bool, deadline: Instant, drain: Duration) -> EchoOut {
-    let mut out = EchoOut { lat: Vec::with_capacity(1 << 14), done: 0, error: None };
+/// `app`: the calls are the tasks app's `addTask` (a `result` carrying a method error fails the run).
+async fn echo_loop(
+    mut c: Conn,
+    call: Rc<Call>,
+    inflight: usize,
+    coalesce: bool,
+    app: bool,
+    deadline: Instant,
+    drain: Duration,
+) -> EchoOut {
+    let mut out = EchoOut { lat: Vec::with_capacity(1 << 14), done: 0, added: 0, error: None };
     let mut pending: Vec<(u64, Instant)> = Vec::with_capacity(inflight);
     let mut next_id = 1u64;
     let r: io::Result<()> = async {
@@ -277,6 +290,9 @@ async fn echo_loop(mut c: Conn, call: Rc<Call>, inflight: usize, coalesce: bool,
                 if op == OP_TEXT {
                     let k = kind(p);
                     if k == b"result" {
+                        if app && app::is_error_result(p) {
+                            return Err(err(format!("method error: {}", String::from_utf8_lossy(p))));
+                        }
                         let id = num_after(p, ID_KEY).ok_or_else(|| err("result without a numeric id"))?;
                         let idx = pending
                             .iter()
@@ -296,6 +312,10 @@ async fn echo_loop(mut c: Conn, call: Rc<Call>, inflight: usize, coalesce: bool,
                         continue;
                     }
                     if k == b"updated" {
+                        continue;
+                    }
+                    if k == b"added" {
+                        out.added += 1;
                         continue;
                     }
                     if k == b"error" {
@@ -323,11 +343,16 @@ async fn echo_loop(mut c: Conn, call: Rc<Call>, inflight: usize, coalesce: bool,
 
 async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let n = o.clients.unwrap_or(50);
-    let (conns, _, cerrs) = open_many(&t, n, o.concurrency, Rc::new(vec![]), b"connected", dur(o.timeout), 100).await;
+    // --app: the tasks app's clients (subscribed to `tasks`, calling `addTask`)
+    let (extra, until): (Vec<Vec<u8>>, &'static [u8]) =
+        if o.app { (vec![app::SUB_TASKS.to_vec()], b"ready") } else { (vec![], b"connected") };
+    let (conns, _, cerrs) = open_many(&t, n, o.concurrency, Rc::new(extra), until, dur(o.timeout), 100).await;
     if !cerrs.is_empty() {
         return Err(format!("{} of {} connects failed: {}", cerrs.len(), n, first_errors(&cerrs)));
     }
-    let call = Rc::new(if o.doc > 0 {
+    let call = Rc::new(if o.app {
+        app::add_task()
+    } else if o.doc > 0 {
         Call::new("doc", &o.doc.to_string())
     } else {
         Call::new("echo", &format!("\"{}\"", "x".repeat(o.payload)))
@@ -340,10 +365,11 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let drain = Duration::from_secs(5);
     let handles: Vec<_> = conns
         .into_iter()
-        .map(|c| spawn_local(echo_loop(c, call.clone(), o.inflight, o.coalesce, deadline, drain)))
+        .map(|c| spawn_local(echo_loop(c, call.clone(), o.inflight, o.coalesce, o.app, deadline, drain)))
         .collect();
     let mut lat: Vec<u32> = Vec::new();
     let mut done = 0u64;
+    let mut added = 0u64;
     let mut errors = Vec::new();
     let guard = tokio::time::Instant::from_std(deadline + drain + Duration::from_secs(5));
     for h in handles {
@@ -351,6 +377,7 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         match tokio::time::timeout_at(guard, h).await {
             Ok(Ok(r)) => {
                 done += r.done;
+                added += r.added;
                 lat.extend_from_slice(&r.lat);
                 if let Some(e) = r.error {
                     errors.push(e);
@@ -375,12 +402,15 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         .int("clients", n as u64)
         .int("inflight", o.inflight as u64)
         .bool("coalesce", o.coalesce)
+        .bool("app", o.app)
+        .int("added", added)
         .num("seconds", window)
         .int("calls", done)
         .num("wire_bytes_per_call", if done > 0 { wire as f64 / done as f64 } else { 0.0 })
         .num("calls_per_s", done as f64 / window)
         .num("lat_p50_us", pct_us(&lat, 50.0))
         .num("lat_p90_us", pct_us(&lat, 90.0))
+        .num("lat_p95_us", pct_us(&lat, 95.0))
         .num("lat_p99_us", pct_us(&lat, 99.0))
         .num("lat_mean_us", mean)
         .num("loadgen_cpu_s", cpu)

@@ -3,13 +3,16 @@
 use std::io::{BufRead, Write};
 
 pub const USAGE: &str = "\
-usage: loadgen <burst|rtt|throughput|idle|fanout|storm> [options]
+usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate> [options]
   --url ws://127.0.0.1:P/websocket   server endpoint (default ws://127.0.0.1:3000/websocket)
   --clients N        burst: 100, throughput: 50, idle: 5000
   --calls N          rtt: sequential echo calls (default 1000)
   --inflight N       throughput: calls in flight per client (default 4)
   --seconds S        throughput: measured seconds (default 10)
   --coalesce         throughput: write each connection's queued calls with one write
+  --app              throughput: clients of the bench tasks app (subscribe to `tasks`, call `addTask`)
+  --rate R           app-rate: calls/s of all --clients together (default 311; clients default 150),
+                     each client on its own fixed schedule (random phase), for --seconds
   --payload N        echo string length in bytes (default 16)
   --subscribers N    fanout: subscribed clients (default 500)
   --writes N         fanout: sequential publish calls (default 200)
@@ -36,6 +39,10 @@ pub struct Opts {
     pub inflight: usize,
     pub seconds: f64,
     pub coalesce: bool,
+    /// throughput --app: the tasks app's clients and method
+    pub app: bool,
+    /// app-rate: aggregate calls/s
+    pub rate: f64,
     pub payload: usize,
     pub subscribers: usize,
     pub writes: usize,
@@ -62,6 +69,8 @@ impl Opts {
             inflight: 4,
             seconds: 10.0,
             coalesce: false,
+            app: false,
+            rate: 311.0,
             payload: 16,
             subscribers: 500,
             writes: 200,
@@ -91,6 +100,8 @@ impl Opts {
                 "--inflight" => o.inflight = num(a, val(a)?)?,
                 "--seconds" => o.seconds = num(a, val(a)?)?,
                 "--coalesce" => o.coalesce = true,
+                "--app" => o.app = true,
+                "--rate" => o.rate = num(a, val(a)?)?,
                 "--payload" => o.payload = num(a, val(a)?)?,
                 "--subscribers" => o.subscribers = num(a, val(a)?)?,
                 "--writes" => o.writes = num(a, val(a)?)?,
