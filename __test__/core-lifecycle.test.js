@@ -423,6 +423,26 @@ test('setIdleTimeout(0) in open disables the behavior idleTimeout', T, async (t)
   assert.deepEqual(closes, []);
 });
 
+test('a longer setIdleTimeout in open replaces a shorter behavior idleTimeout (no close at the old one)', T, async (t) => {
+  const s = scope(t);
+  const closes = [];
+  const t0 = Date.now();
+  const { port } = await s.app({
+    idleTimeout: 1,
+    sendPingsAutomatically: false,
+    open(ws) { ws.setIdleTimeout(2500); },
+    close(ws, code) { closes.push({ code, at: Date.now() - t0 }); },
+  });
+  const raw = await connectRaw(port);
+  s.trackSocket(raw.socket);
+  await sleep(1800);
+  assert.equal(raw.reader.ended, false, 'still open after the behavior idleTimeout (1 s)');
+  const ci = await raw.reader.waitClose(10000);
+  assert.equal(ci.code, 1001);
+  await waitFor(() => closes.length > 0, { label: 'close handler' });
+  assert.ok(closes[0].at >= 2400, `closed at ${closes[0].at} ms, after the 2.5 s set in open`);
+});
+
 test('listen on a port already in use: cb(false, err) with err.code EADDRINUSE', T, async (t) => {
   const s = scope(t);
   const blocker = net.createServer();

@@ -448,10 +448,15 @@ impl Conn {
         self.buffered.load(Relaxed)
     }
 
-    /// Idle timeout in ms (0 = off), effective immediately.
+    /// Idle timeout in ms (0 = off), counted from the last frame received, effective immediately.
     pub fn set_timeout(&self, ms: u32) {
-        self.timeout_ms.store(ms, Relaxed);
-        self.request(CTL_TIMEOUT);
+        let old = self.timeout_ms.swap(ms, Relaxed);
+        // Only an earlier deadline needs the task now. A longer timeout, or none, is found by the
+        // timer armed for the old one when it fires (it re-reads the timeout and re-arms), so
+        // Meteor's two calls per connection (45 s before DDP, off after) wake no I/O thread.
+        if ms != 0 && (old == 0 || ms < old) {
+            self.request(CTL_TIMEOUT);
+        }
     }
 
     pub(crate) fn timeout_ms(&self) -> u32 {
