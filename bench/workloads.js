@@ -33,6 +33,8 @@ const TRANSPORTS = [
     command: nodeServer('uws-direct.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
   { name: 'uws-raw', description: 'uWebSockets.js (uws-pack 20.0.8) listening on the port itself, its handlers calling the DDP session directly (ddp.open / session.receive / session.closed: no Meteor-contract shim)',
     command: nodeServer('uws-raw.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true },
+  { name: 'http-floor', description: "Node's http.Server with a hand-written minimal upgrade (101, one `connected` frame; no WebSocket library, no DDP): Node's own per-connection work, the floor of any transport attached to the app's http.Server",
+    command: nodeServer('http-floor.js'), unavailable: () => null, workloads: ['burst'] },
   { name: 'uws-publish', description: "uWebSockets.js direct, the fan-out through uWS's own pub/sub: one app.publish per message (compressed once), not per-socket sends",
     command: nodeServer('uws-publish.js'), unavailable: (r) => ddpMissing(r) || uwsMissing(r), compression: true,
     workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
@@ -167,6 +169,7 @@ const WORKLOADS = [
     notApplicable: () => null,
     metrics: (rec) => ({
       total_ms: rec.loadgen.total_ms,
+      connect_p50_ms: rec.loadgen.connect_p50_ms,
       connect_p99_ms: rec.loadgen.connect_p99_ms,
       server_cpu_us_per_conn: perUnit(rec, rec.loadgen.connected),
     }),
@@ -350,6 +353,7 @@ for (const w of WORKLOADS) {
 function columns(cfg) {
   return [
     { workload: 'burst', key: 'total_ms', label: `connect burst ×${cfg.burstClients} (ms)`, better: 'lower', digits: 1 },
+    { workload: 'burst', key: 'connect_p50_ms', label: 'connect p50 in the burst (ms)', better: 'lower', digits: 1 },
     { workload: 'rtt', key: 'p50_us', label: 'RTT p50 (µs)', better: 'lower', digits: 0 },
     { workload: 'rtt', key: 'p99_us', label: 'RTT p99 (µs)', better: 'lower', digits: 0 },
     { workload: 'throughput', key: 'calls_per_s', label: `echo calls/s (${cfg.tpClients}×${cfg.tpInflight})`, better: 'higher', digits: 0 },
