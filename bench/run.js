@@ -228,8 +228,8 @@ async function startServer(t, compress, smoke, cpus) {
     rl.on('line', (line) => {
       const m = /^READY (\d+)$/.exec(line.trim());
       if (m) { clearTimeout(timer); resolve(Number(m[1])); }
-      const g = /^GC done (\d+)$/.exec(line.trim());
-      if (g && gcDone) gcDone(Number(g[1]));
+      const g = /^GC done (\d+)(?: (\d+))?$/.exec(line.trim());
+      if (g && gcDone) gcDone({ heapTotal: Number(g[1]), heapUsed: g[2] === undefined ? null : Number(g[2]) });
       if (line.startsWith('ELU ') && eluWaiters.length) {
         let v = null;
         try { v = JSON.parse(line.slice(4)); } catch (e) { /* null */ }
@@ -239,14 +239,14 @@ async function startServer(t, compress, smoke, cpus) {
     child.on('exit', () => { clearTimeout(timer); resolve(null); });
   });
   child.stdout.resume();
-  /** One full GC in the server (`gc` on its stdin) → V8's heapTotal after it (bytes), or null if
-   *  the server did not answer within 5 s. */
+  /** One full GC in the server (`gc` on its stdin) → V8's { heapTotal, heapUsed } after it
+   *  (bytes), or null if the server did not answer within 5 s. */
   const gc = async () => {
     const answered = new Promise((resolve) => { gcDone = resolve; });
     child.stdin.write('gc\n');
     const r = await withTimeout(answered, 5000);
     gcDone = null;
-    if (typeof r !== 'number') return null;
+    if (r === null || typeof r !== 'object') return null;
     await sleep(500); // let the allocator and V8's background threads give pages back
     return r;
   };
@@ -289,6 +289,9 @@ async function runOnce(t, w, cfg) {
   }
   try {
     await sleep(cfg.smoke ? 100 : 300);
+    // Memory workloads: V8's heap in use before any client (after one full GC), to tell V8's
+    // share of a connection from the rest.
+    const heapBefore = w.rss ? await server.gc() : null;
     const rssBefore = procRssKiB(server.child.pid);
     const url = `ws://127.0.0.1:${server.port}/websocket`;
     const [cmd, ...args] = pinned(w.pin && w.pin.loadgen, w.command(cfg, url).flat());
@@ -301,6 +304,8 @@ async function runOnce(t, w, cfg) {
     let rssEnd = null;
     let result = null;
     let rssHeld = null;
+    let rssHeldGc = null;
+    let heapHeldGc = null;
     const rl = readline.createInterface({ input: lg.stdout });
     const rlClosed = new Promise((r) => rl.once('close', r));
     rl.on('line', (line) => {
@@ -312,9 +317,18 @@ async function runOnce(t, w, cfg) {
         lg.stdin.write('\n');
       } else if (line.startsWith('HELD')) {
         marks.held = sample(server.child.pid, lg.pid);
-        setTimeout(() => {
+        setTimeout(async () => {
           rssHeld = procRssKiB(server.child.pid);
           marks.released = sample(server.child.pid, lg.pid);
+          if (w.rss) {
+            // Still held, after one full GC: what the connections keep, without the garbage their
+            // set-up left (Node's per-upgrade objects in an attached server, for one).
+            const heap = await server.gc();
+            if (heap !== null) {
+              rssHeldGc = procRssKiB(server.child.pid);
+              heapHeldGc = { used: Math.round(heap.heapUsed / 1024), total: Math.round(heap.heapTotal / 1024) };
+            }
+          }
           lg.stdin.end();
         }, cfg.smoke ? 200 : 1000);
       } else if (line.startsWith('{')) {
@@ -364,17 +378,20 @@ async function runOnce(t, w, cfg) {
     }
     if (w.rssEnd) rec.rss_end_kib = rssEnd;
     if (w.rss) {
-      rec.rss = { before_kib: rssBefore, held_kib: rssHeld };
+      rec.rss = { before_kib: rssBefore, held_kib: rssHeld, held_gc_kib: rssHeldGc, v8_used_held_gc_kib: heapHeldGc && heapHeldGc.used,
+        v8_total_held_gc_kib: heapHeldGc && heapHeldGc.total,
+        v8_used_before_kib: heapBefore === null ? null : Math.round(heapBefore.heapUsed / 1024),
+        v8_total_before_kib: heapBefore === null ? null : Math.round(heapBefore.heapTotal / 1024) };
       if (w.rssAfter && serverAlive) {
         // The load generator exited: its connections are closed. What does the server give back?
         await sleep(cfg.rssAfterS * 1000);
         rec.rss.after_kib = procRssKiB(server.child.pid);
         // An idle process never collects its JS garbage: one full GC, then what is left is what
         // the process (its allocator, its native side) keeps.
-        const heapTotal = await server.gc();
-        if (heapTotal !== null) {
+        const heap = await server.gc();
+        if (heap !== null) {
           rec.rss.after_gc_kib = procRssKiB(server.child.pid);
-          rec.rss.v8_heap_after_gc_kib = Math.round(heapTotal / 1024);
+          rec.rss.v8_heap_after_gc_kib = Math.round(heap.heapTotal / 1024);
         }
       }
     }

@@ -104,10 +104,18 @@ const lg = (cfg, ...args) => [cfg.loadgen, args.map(String)];
 
 /** idle and idle_deflate: (server RSS held − RSS before) / connections; RSS `rssAfterS` after they left. */
 function idleMetrics(rec) {
-  const { before_kib: a, held_kib: b, after_kib: c, after_gc_kib: g, v8_heap_after_gc_kib: h } = rec.rss || {};
+  const { before_kib: a, held_kib: b, after_kib: c, after_gc_kib: g, v8_heap_after_gc_kib: h,
+    held_gc_kib: hg, v8_used_held_gc_kib: uh, v8_used_before_kib: ub, v8_total_held_gc_kib: th, v8_total_before_kib: tb } = rec.rss || {};
   const n = rec.loadgen.connected;
   return {
     kib_per_conn: a != null && b != null && n ? r3((b - a) / n) : null,
+    kib_per_conn_gc: a != null && hg != null && n ? r3((hg - a) / n) : null,
+    // V8's share, both after a full GC: its heap in use per connection (live JS objects), and its
+    // heap's growth per connection (committed: pages the set-up's garbage made V8 take, which it
+    // keeps until its memory reducer runs); the rest of kib_per_conn_gc is native memory (Rust,
+    // Node's C++ objects, the allocator)
+    v8_kib_per_conn: ub != null && uh != null && n ? r3((uh - ub) / n) : null,
+    v8_committed_kib_per_conn: tb != null && th != null && n ? r3((th - tb) / n) : null,
     rss_before_mib: a != null ? r1(a / 1024) : null,
     rss_held_mib: b != null ? r1(b / 1024) : null,
     rss_after_mib: c != null ? r1(c / 1024) : null,
@@ -363,6 +371,9 @@ function columns(cfg) {
     { workload: 'fanout', key: 'p50_ms', label: `fanout ×${cfg.fanoutSubscribers} p50 (ms)`, better: 'lower', digits: 2 },
     { workload: 'fanout', key: 'p99_ms', label: 'fanout p99 (ms)', better: 'lower', digits: 2 },
     { workload: 'idle', key: 'kib_per_conn', label: `RSS KiB per idle conn (×${cfg.idleClients})`, better: 'lower', digits: 1 },
+    { workload: 'idle', key: 'kib_per_conn_gc', label: 'RSS KiB per idle conn, held, after a GC', better: 'lower', digits: 1 },
+    { workload: 'idle', key: 'v8_kib_per_conn', label: 'of which live JS objects (V8 heap used) KiB per conn', better: 'lower', digits: 1 },
+    { workload: 'idle', key: 'v8_committed_kib_per_conn', label: 'V8 heap growth (committed) KiB per conn', better: 'lower', digits: 1 },
     { workload: 'idle_deflate', key: 'kib_per_conn', label: `RSS KiB per idle conn, deflate (×${cfg.idleClients})`, better: 'lower', digits: 1 },
     { workload: 'idle_deflate', key: 'rss_after_mib', label: `RSS MiB ${cfg.rssAfterS} s after the deflate clients left`, better: 'lower', digits: 1 },
     { workload: 'idle_deflate', key: 'rss_after_gc_mib', label: 'RSS MiB after that and one full JS GC', better: 'lower', digits: 1 },

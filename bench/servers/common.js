@@ -63,7 +63,8 @@ function exitRules(onExit) {
       if (lines.includes('elu')) process.stdout.write(`ELU ${JSON.stringify(eluReport())}\n`);
       if (lines.includes('gc') && typeof global.gc === 'function') {
         global.gc();
-        process.stdout.write(`GC done ${process.memoryUsage().heapTotal}\n`);
+        const m = process.memoryUsage();
+        process.stdout.write(`GC done ${m.heapTotal} ${m.heapUsed}\n`);
       }
     });
     process.stdin.resume();
