@@ -12,6 +12,7 @@ const crypto = require('node:crypto');
 const core = require('../index.js');
 const { SendStatus, COMPRESSION_DEFAULTS, BACKPRESSURE_CLOSE_CODE } = require('../lib/constants');
 const { describe: show } = require('../lib/describe');
+const { takeHeaders } = require('../lib/websocket');
 const { isPlainObject, meteorGlobal, validateSettings, SETTING_KEYS, SETTING_DEFAULTS } = require('./settings');
 
 const NAME = 'native';
@@ -100,7 +101,7 @@ class NativeSocket extends EventEmitter {
     this.url = ws.getUrl();
     this.remoteAddress = ws.getRemoteAddressAsText();
     this.remotePort = ws.getRemotePort();
-    const all = ws.getHeaders() || {};
+    const all = takeHeaders(ws); // only the whitelist stays with the socket
     const headers = {};
     for (const name of HEADER_WHITELIST) {
       const v = all[name];
