@@ -16,6 +16,9 @@ const { takeHeaders } = require('../lib/websocket');
 const { isPlainObject, meteorGlobal, validateSettings, SETTING_KEYS, SETTING_DEFAULTS } = require('./settings');
 
 const NAME = 'native';
+/** The contract socket of a core socket, on the core socket itself (a field: cheaper per message
+ *  and per socket than a WeakMap's ephemeron entry). */
+const CONTRACT_SOCKET = Symbol('ddp-transport-native.socket');
 const KIB = 1024;
 
 /** Headers a socket exposes (the same whitelist as Meteor's raw websocket adapter). */
@@ -269,8 +272,6 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   const app = core.App({ threads: settings.threads, admission: settings.admission, proxyProtocol: settings.proxyProtocol });
   const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
   const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
-  // The core's socket → our contract socket (core sockets are stable objects).
-  const byWs = new WeakMap();
 
   const behavior = {
     compression,
@@ -281,19 +282,19 @@ function setupNative(httpServer, pathPrefix, options, opts) {
     sendPingsAutomatically: false,
     open(ws) {
       const socket = new NativeSocket(ws, transportState);
-      byWs.set(ws, socket);
+      ws[CONTRACT_SOCKET] = socket;
       if (fallbackTimeoutMs > 0) ws.setIdleTimeout(fallbackTimeoutMs);
       events.emit('connection', socket);
     },
     message(ws, data, isBinary) {
       if (isBinary) return; // DDP is text; sockjs and uws ignore binary frames too
-      const socket = byWs.get(ws);
-      if (socket && !socket._closed) socket.emit('data', data);
+      const socket = ws[CONTRACT_SOCKET];
+      if (socket !== undefined && !socket._closed) socket.emit('data', data);
     },
     close(ws, code) {
-      const socket = byWs.get(ws);
-      if (!socket) return;
-      byWs.delete(ws);
+      const socket = ws[CONTRACT_SOCKET];
+      if (socket === undefined) return;
+      ws[CONTRACT_SOCKET] = undefined;
       socket._onClose(code);
     },
   };
