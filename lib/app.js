@@ -3,7 +3,7 @@
 // to the handlers, drain, stats and close.
 
 const tls = require('tls');
-const { native, Event, TURN_BUDGET_MS, TURN_GAP_MS } = require('./constants');
+const { native, Event, TURN_BUDGET_MS } = require('./constants');
 const O = require('./options');
 const { WebSocket, headerObject } = require('./websocket');
 const { attach, detach } = require('./attach');
@@ -16,19 +16,15 @@ function rethrow(err) {
 class TemplatedApp {
   constructor(options) {
     const { threads, admission, proxyProtocol } = O.appOptions(options);
-    // The bridge calls this with a batch `tag, value, ...`, or with no arguments when a turn's
-    // budget ran out: then it settles after this event-loop turn's other I/O (src/bridge.rs,
-    // fairness). A batch's handlers stop when the turn's budget (TURN_BUDGET_MS) is spent; the rest
-    // of the batch waits in `_carry` and runs first, from setImmediate turns, before the bridge
-    // settles. A batch that comes within TURN_GAP_MS of the previous one's end is in the same turn
-    // (the bridge's rule: Node called it again without returning to the event loop).
-    this._turn = 0; // when this turn's first delivery started (performance.now()), 0 between turns
-    this._lastEnd = 0; // when the last batch's handlers ended (performance.now())
+    // The bridge calls this with a batch `-1, ms, tag, value, ...` (`ms`: the event-loop turn's
+    // budget left), or with no arguments when the turn's budget ran out: then it settles after this
+    // turn's other I/O (src/bridge.rs, fairness). A batch's handlers stop when the budget is spent;
+    // the rest of the batch waits in `_carry` and runs first, from setImmediate turns (a budget of
+    // TURN_BUDGET_MS each), before the bridge settles.
     this._carry = null; // { batch, i }: events delivered but not handled yet, in order
     this._settleFn = () => this._settle();
     this._native = new native.NativeApp(threads, (...batch) => {
       if (batch.length === 0) {
-        this._turn = 0;
         setImmediate(this._settleFn);
         return true;
       }
@@ -98,16 +94,15 @@ class TemplatedApp {
 
   /** A chunk from the bridge: false when the turn's budget ran out before its end (the rest waits). */
   _deliver(batch) {
-    const start = performance.now();
-    if (this._turn === 0 || start - this._lastEnd > TURN_GAP_MS) this._turn = start;
-    let i = 0;
+    const left = batch[1]; // the header: the turn's budget left, ms
+    let i = 2;
     if (this._carry !== null) {
       // only after an exception left a carry behind: keep the order
-      batch = this._carry.batch.slice(this._carry.i).concat(batch);
+      batch = this._carry.batch.slice(this._carry.i).concat(batch.slice(2));
       this._carry = null;
+      i = 0;
     }
-    i = this._dispatch(batch, i);
-    this._lastEnd = performance.now();
+    i = this._dispatch(batch, i, left);
     if (i < batch.length && !this._closed) {
       this._carry = { batch, i };
       return false;
@@ -120,9 +115,7 @@ class TemplatedApp {
   _settle() {
     const c = this._carry;
     if (c !== null && !this._closed) {
-      this._turn = performance.now();
-      c.i = this._dispatch(c.batch, c.i);
-      this._turn = 0;
+      c.i = this._dispatch(c.batch, c.i, TURN_BUDGET_MS);
       if (c.i < c.batch.length && !this._closed) {
         setImmediate(this._settleFn);
         return;
@@ -132,16 +125,17 @@ class TemplatedApp {
     this._bridge.settle();
   }
 
-  /** Handle `batch` from index `i` until its end or the turn's budget; returns where it stopped.
+  /** Handle `batch` from index `i` until its end or the turn's budget (`left` ms from now);
+   *  returns where it stopped.
    *  Past the budget it stops between two sockets' events, so one socket's run (a read's
    *  pipelined messages) is handled in one turn, unless that run alone has taken a budget. */
-  _dispatch(batch, i) {
+  _dispatch(batch, i, left) {
     // After app.close() every socket is closed and its close handler ran; events still queued
     // in Rust are void (a socket whose open never reached JS gets neither open nor close).
-    const deadline = this._turn + TURN_BUDGET_MS;
     let runId = -1;
     let runStart = 0;
     let now = performance.now(); // read once per event: after its handler (the next one starts then)
+    const deadline = now + left;
     for (; i < batch.length && !this._closed; i += 2) {
       const tag = batch[i];
       const v = batch[i + 1];

@@ -45,10 +45,6 @@ const ADMISSION_DEFAULTS = Object.freeze({ ...c.admissionDefaults });
 /** Time one event-loop turn may spend handling delivered events, ms (the core's TURN_BUDGET). */
 const TURN_BUDGET_MS = c.turnBudgetMs;
 
-/** A delivery that starts this soon after the previous one ended is in the same event-loop turn,
- *  ms (the core's TURN_GAP): Node called the bridge again without returning to the loop. */
-const TURN_GAP_MS = c.turnGapMs;
-
 /** How long an upgrade's handshake may take, ms (the core's HANDSHAKE_TIMEOUT); also the wait
  *  for the PROXY header of a connection to an attached server (lib/proxy-header.js). */
 const HANDSHAKE_TIMEOUT_MS = c.handshakeTimeoutMs;
@@ -79,7 +75,6 @@ module.exports = {
   COMPRESSION_DEFAULTS,
   ADMISSION_DEFAULTS,
   TURN_BUDGET_MS,
-  TURN_GAP_MS,
   HANDSHAKE_TIMEOUT_MS,
   CLOSE_CODE_RANGES,
   CLOSE_CODES_TEXT,

@@ -21,15 +21,18 @@
 //! So a wakeup stays armed from the I/O threads' side until the JS thread disarms it: `deliver`
 //! hands over events in chunks until the queue is empty or the turn's budget
 //! ([`native_ws::pacing`], 5 ms) is spent. Queue empty: it disarms (the next event wakes JS) and
-//! pauses the turn, so that a call Node chains right away continues the same turn and budget.
-//! Budget spent: what is left waits on the JS thread, in order, and JS is asked (a call of the
-//! dispatch function with NO arguments) to call `settle` from a `setImmediate`, i.e. after the
-//! poll phase's other I/O; `settle` delivers the next turn's worth itself (no second wakeup;
-//! timers run before the next `settle`). Under light load it is one wakeup per batch and nothing
-//! else (a `setImmediate` hop after every delivery put ~1 ms on the round trip's p99). JS checks
-//! the same budget per event (lib/app.js): when a chunk's handlers are expensive (a 3 ms DDP login
+//! leaves the turn open: if the I/O threads woke JS while the callback ran, Node calls it again at
+//! once, and that delivery continues the same turn and budget (the bridge notes such wakeups), so
+//! a chain of light deliveries is bounded too. Budget spent: what is left waits on the JS thread,
+//! in order, and JS is asked (a call of the dispatch function with NO arguments) to call `settle`
+//! from a `setImmediate`, i.e. after the poll phase's other I/O; `settle` delivers the next turn's
+//! worth itself (no second wakeup; timers run before the next `settle`). Under light load it is one
+//! wakeup per batch and nothing else (a `setImmediate` hop after every delivery put ~1 ms on the
+//! round trip's p99). Every chunk starts with a header pair `-1, ms` (the turn's budget left): JS
+//! checks it per event (lib/app.js), and when a chunk's handlers are expensive (a 3 ms DDP login
 //! each) it stops inside the chunk, keeps its rest, answers `false`, and settles only once that
-//! rest is done.
+//! rest is done. Each chunk's replies are written when its call returns (not at the end of the
+//! turn).
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -40,7 +43,7 @@ use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::time::{Duration, Instant};
 
 mod values;
@@ -48,6 +51,12 @@ use values::event_values;
 
 /// Values per call of the dispatch function (V8 copies arguments onto its stack).
 const MAX_ARGS: usize = 2048;
+
+/// Events per call: the arguments less the chunk's header pair, two values per event.
+const MAX_EVENTS: usize = (MAX_ARGS - 2) / 2;
+
+/// The tag of a chunk's header pair (its value: the turn's budget left, ms); event tags are >= 0.
+const HEADER_TAG: i32 = -1;
 
 /// Events of the current read on this I/O thread. They reach the shared queue together at
 /// `flush` (the end of the read), under one lock: JS never takes part of one read, so a client's
@@ -168,6 +177,10 @@ pub struct Bridge {
     /// (0 = none); with the queue's `since`, the consumer's lag admission control reads
     taken_since: AtomicU64,
     epoch: Instant,
+    /// the threadsafe function's callback is running (JS thread sets, I/O threads read)
+    in_wakeup: AtomicBool,
+    /// JS was woken while that callback ran: Node calls it again at once, in the same turn
+    chained: AtomicBool,
 }
 
 impl Bridge {
@@ -181,6 +194,8 @@ impl Bridge {
             admission: OnceLock::new(),
             taken_since: AtomicU64::new(0),
             epoch: Instant::now(),
+            in_wakeup: AtomicBool::new(false),
+            chained: AtomicBool::new(false),
         });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
@@ -327,13 +342,19 @@ impl Bridge {
         });
         match js_cb {
             // SAFETY: JS thread, live env and function.
-            Some(f) if self.wake.lock().unwrap().is_some() => unsafe { run(env, f, self) },
+            Some(f) if self.wake.lock().unwrap().is_some() => unsafe { run(env, f, self, false) },
             _ => self.wake_js(),
         }
     }
 
     /// Call the threadsafe function (it only wakes JS: `deliver` takes the queue itself).
     fn wake_js(&self) {
+        // Node runs a callback woken during its run again before returning to the event loop.
+        // (A wakeup racing the callback's end may be taken for chained, or not: either way the
+        // next delivery still gets at most one turn's budget, counted from one start or another.)
+        if self.in_wakeup.load(Relaxed) {
+            self.chained.store(true, Relaxed);
+        }
         let wake = self.wake.lock().unwrap();
         if let Some(w) = wake.as_ref() {
             // SAFETY: the handle is live while it is in `wake` (we hold the lock).
@@ -443,26 +464,31 @@ unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context
         return; // the env is being torn down
     }
     // SAFETY: `context` is the Arc leaked in `Bridge::new`, alive until `finalize`.
-    run(env, js_cb, &*(context as *const Bridge));
+    let bridge = &*(context as *const Bridge);
+    let same_turn = bridge.chained.swap(false, Relaxed);
+    bridge.in_wakeup.store(true, Relaxed);
+    run(env, js_cb, bridge, same_turn);
+    bridge.in_wakeup.store(false, Relaxed);
 }
 
-/// One delivery (from the threadsafe function's wakeup, or from `settle`): disarm when the queue
-/// is empty, else ask JS to `settle` after the turn's other I/O.
-unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge) {
+/// One delivery (from the threadsafe function's wakeup, or from `settle`; `same_turn`: Node
+/// chained this wakeup to the previous one): disarm when the queue is empty, else ask JS to
+/// `settle` after the turn's other I/O.
+unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge, same_turn: bool) {
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
     let turn = {
         let mut taken = bridge.taken.lock().unwrap();
         let taken = &mut *taken;
-        taken.pacer.begin(Instant::now());
+        taken.pacer.begin(Instant::now(), same_turn);
         let turn = match deliver_turn(env, js_cb, undefined, bridge, taken) {
             // events that came after the last refill wait for the next turn
             Turn::Idle if !bridge.disarm_if_idle() => Turn::Spent,
             turn => turn,
         };
-        match turn {
-            Turn::Idle => taken.pacer.pause(Instant::now()),
-            Turn::Spent | Turn::Exception => taken.pacer.end(),
+        // Idle leaves the turn open for a chained delivery.
+        if !matches!(turn, Turn::Idle) {
+            taken.pacer.end();
         }
         turn
     };
@@ -487,6 +513,10 @@ unsafe fn deliver_turn(
     taken: &mut Taken,
 ) -> Turn {
     let mut args: Vec<sys::napi_value> = Vec::new();
+    let mut header_tag = ptr::null_mut();
+    if sys::napi_create_int32(env, HEADER_TAG, &mut header_tag) != sys::Status::napi_ok {
+        return Turn::Exception;
+    }
     loop {
         if taken.events.is_empty() && !bridge.refill(taken) {
             return Turn::Idle;
@@ -495,19 +525,22 @@ unsafe fn deliver_turn(
         if taken.pacer.spent(start) {
             return Turn::Spent;
         }
-        let chunk = taken.pacer.chunk(start, MAX_ARGS / 2);
+        let chunk = taken.pacer.chunk(start, MAX_EVENTS);
         let mut scope = ptr::null_mut();
         if sys::napi_open_handle_scope(env, &mut scope) != sys::Status::napi_ok {
             return Turn::Exception;
         }
         args.clear();
+        let mut left = ptr::null_mut();
+        sys::napi_create_double(env, taken.pacer.left(start).as_secs_f64() * 1000.0, &mut left);
+        args.extend([header_tag, left]);
         let mut failed = None;
         let mut n = 0;
         let mut socket = None;
         // A chunk never ends inside one socket's run of events (one read's messages, which the
         // I/O thread queues together): a client's pipelined calls are handled in one turn and
         // their replies leave in one write. Bounded by the arguments one call may carry.
-        while n < chunk || (n < MAX_ARGS / 2 && socket.is_some() && taken.events.front().map(Event::socket) == Some(socket)) {
+        while n < chunk || (n < MAX_EVENTS && socket.is_some() && taken.events.front().map(Event::socket) == Some(socket)) {
             let Some(ev) = taken.events.pop_front() else { break };
             n += 1;
             socket = ev.socket();
@@ -523,7 +556,7 @@ unsafe fn deliver_turn(
         // JS answers false when the turn's budget ran out inside the chunk (an expensive handler,
         // e.g. a DDP login): it keeps the chunk's rest and goes on from a setImmediate.
         let mut js_done = true;
-        if !args.is_empty() {
+        if n > 0 && !left.is_null() {
             let mut result = ptr::null_mut();
             if sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result) == sys::Status::napi_ok
                 && !result.is_null()
@@ -534,6 +567,11 @@ unsafe fn deliver_turn(
                 }
             }
         }
+        // The chunk's replies leave now, not when the whole turn (up to the budget) is over: a
+        // turn of several chunks held every reply until its end (Node runs the nextTick flush
+        // only when the wakeup's callback returns), which cost clients that wait for replies
+        // before they send again (coalesced echo: -15 % calls/s).
+        crate::send::end_of_batch();
         if let Some(e) = failed {
             // Only on an N-API failure (out of memory): surface it as an exception.
             let _ = JsError::from(e).throw_into(env);

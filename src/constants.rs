@@ -72,9 +72,6 @@ pub struct Constants {
     pub admission_defaults: AdmissionOptions,
     /// Time one event-loop turn may spend on delivered events, ms (native_ws::pacing::TURN_BUDGET).
     pub turn_budget_ms: f64,
-    /// A delivery starting this soon after the previous one went idle is in the same turn, ms
-    /// (native_ws::pacing::TURN_GAP).
-    pub turn_gap_ms: f64,
     pub close_code_ranges: Vec<CloseCodeRange>,
     /// The close code of a socket closed for `closeOnBackpressureLimit`.
     pub backpressure_close_code: u32,
@@ -135,7 +132,6 @@ pub fn constants() -> Constants {
         compression_defaults: CompressionOptions::from(&DeflateConfig::default()),
         admission_defaults: AdmissionOptions::from(&AdmissionConfig::default()),
         turn_budget_ms: native_ws::pacing::TURN_BUDGET.as_secs_f64() * 1000.0,
-        turn_gap_ms: native_ws::pacing::TURN_GAP.as_secs_f64() * 1000.0,
         close_code_ranges: close_code_ranges(),
         backpressure_close_code: CLOSE_TRY_AGAIN as u32,
         handshake_timeout_ms: native_ws::config::HANDSHAKE_TIMEOUT.as_secs_f64() * 1000.0,

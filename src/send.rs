@@ -298,9 +298,15 @@ unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) 
     js_u32(env, queued)
 }
 
-unsafe extern "C" fn flush_all(_env: sys::napi_env, _info: sys::napi_callback_info) -> sys::napi_value {
+/// The end of a JS tick, or of a batch of events the bridge delivered: write every socket that
+/// queued frames; the next sends start a new cork.
+pub fn end_of_batch() {
     flush_dirty();
-    CORK_BOUND.set(FIRST_CORK_SOCKETS); // a new tick starts
+    CORK_BOUND.set(FIRST_CORK_SOCKETS);
+}
+
+unsafe extern "C" fn flush_all(_env: sys::napi_env, _info: sys::napi_callback_info) -> sys::napi_value {
+    end_of_batch();
     ptr::null_mut()
 }
 

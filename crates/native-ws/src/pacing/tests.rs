@@ -7,8 +7,8 @@ fn a_turn_is_spent_after_its_budget() {
     let mut p = Pacer::new(5 * MS);
     let t0 = Instant::now();
     assert!(!p.spent(t0), "no turn yet");
-    p.begin(t0);
-    p.begin(t0 + 3 * MS); // a later call in the same turn does not restart it
+    p.begin(t0, false);
+    p.begin(t0 + 3 * MS, true); // a later call in the same turn does not restart it
     assert!(!p.spent(t0 + 4 * MS));
     assert!(p.spent(t0 + 5 * MS));
     p.end();
@@ -19,7 +19,7 @@ fn a_turn_is_spent_after_its_budget() {
 fn chunks_follow_the_measured_cost_of_an_event() {
     let mut p = Pacer::new(5 * MS);
     let t0 = Instant::now();
-    p.begin(t0);
+    p.begin(t0, false);
     // cheap events (1 µs): the whole budget is thousands of them, capped by `max`
     for _ in 0..20 {
         p.record(1000, MS);
@@ -47,33 +47,24 @@ fn an_empty_chunk_changes_nothing() {
 }
 
 #[test]
-fn a_delivery_right_after_an_idle_one_continues_its_turn() {
+fn a_chained_delivery_continues_its_turn_and_a_new_one_starts_fresh() {
     let mut p = Pacer::new(5 * MS);
     let t0 = Instant::now();
-    p.begin(t0);
-    p.pause(t0 + 2 * MS);
-    // called again at once (Node chained the call): the same turn, its budget counts on
-    p.begin(t0 + 2 * MS + TURN_GAP / 2);
+    p.begin(t0, false);
+    assert_eq!(p.left(t0 + 2 * MS), 3 * MS);
+    // called again without returning to the event loop: the same turn, its budget counts on
+    p.begin(t0 + 2 * MS, true);
     assert!(!p.spent(t0 + 4 * MS));
-    assert!(p.spent(t0 + 5 * MS), "a chain of idle deliveries shares one budget");
-    p.pause(t0 + 5 * MS);
-    // called again later: the loop ran in between, a new turn
-    let t1 = t0 + 5 * MS + TURN_GAP * 2;
-    p.begin(t1);
+    assert!(p.spent(t0 + 5 * MS), "a chain of deliveries shares one budget");
+    assert_eq!(p.left(t0 + 6 * MS), Duration::ZERO);
+    // a delivery from a new turn of the loop: all of the budget
+    let t1 = t0 + 6 * MS;
+    p.begin(t1, false);
+    assert_eq!(p.left(t1), 5 * MS);
     assert!(!p.spent(t1 + 4 * MS));
-    assert!(p.spent(t1 + 5 * MS));
-    // ended (yielded to the loop): the next call starts fresh even right away
+    // after end() even a chained call starts a new turn (there is none to continue)
     p.end();
-    p.begin(t1 + 5 * MS);
+    p.begin(t1 + 5 * MS, true);
     assert!(!p.spent(t1 + 9 * MS));
-}
-
-#[test]
-fn pausing_without_a_turn_does_nothing() {
-    let mut p = Pacer::new(5 * MS);
-    let t0 = Instant::now();
-    p.pause(t0);
-    p.begin(t0 + 10 * MS);
-    assert!(!p.spent(t0 + 14 * MS));
-    assert!(p.spent(t0 + 15 * MS));
+    assert_eq!(p.left(t1 + 5 * MS), 5 * MS);
 }
