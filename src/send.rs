@@ -1,7 +1,8 @@
 //! The one door for outbound messages: `send(id, data, binary, compress)` queues `data` (a string,
 //! or bytes: Buffer, any TypedArray, DataView or ArrayBuffer) as one frame on socket `id`, and
-//! `publish(ids, data, binary, compress)` queues one payload, encoded once, on many sockets, and
-//! `flushAll()` writes every socket that queued frames in this JS tick (one write per socket).
+//! `publish(ids, data, binary, compress)` queues one payload, encoded once into one buffer, on many
+//! sockets (each queue refers to that buffer: see the core's `outbox`), and `flushAll()` writes
+//! every socket that queued frames in this JS tick (one write per socket).
 //!
 //! Both are plain N-API callbacks, registered on the module's exports at load time: napi-rs
 //! wraps each `#[napi]` function in a "native borrow scope" (thread-local pushes and a mutex per
@@ -20,7 +21,7 @@ use napi::sys;
 use native_ws::codec::{OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT};
 use native_ws::conn::NOT_FINAL;
 use native_ws::config::{CORK_SOCKETS, FIRST_CORK_SOCKETS};
-use native_ws::{Conn, SendStatus};
+use native_ws::{Conn, Published, SendStatus};
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -93,14 +94,19 @@ pub fn flush_dirty() {
     });
 }
 
-/// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes). Once
+/// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes).
+fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(&mut Vec<u8>)) -> SendStatus {
+    queue_with(id, |conn| conn.send(opcode, min_len, compress, fill))
+}
+
+/// Queue on `id` with `send` (a [`Conn::send`] or [`Conn::publish`]). Once
 /// [`FIRST_CORK_SOCKETS`] sockets have frames waiting in this tick, and then every
 /// [`CORK_SOCKETS`], they are written right away: in a large fan-out the first deliveries leave
 /// after a few sends, not after the tick's last, and each socket is still written once (a
 /// fan-out reaches every socket once per tick).
-fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(&mut Vec<u8>)) -> SendStatus {
+fn queue_with(id: u32, send: impl FnOnce(&Conn) -> (SendStatus, bool)) -> SendStatus {
     let (status, cork_full) = sockets::with(id, |conn| {
-        let (status, newly_dirty) = conn.send(opcode, min_len, compress, fill);
+        let (status, newly_dirty) = send(conn);
         let cork_full = newly_dirty
             && DIRTY.with(|d| {
                 let mut d = d.borrow_mut();
@@ -259,8 +265,9 @@ unsafe extern "C" fn send(env: sys::napi_env, info: sys::napi_callback_info) -> 
 }
 
 /// `publish(ids: Uint32Array, data, binary, compress)` → how many sockets queued it (not
-/// DROPPED). The payload is encoded (or copied from JS) ONCE and the same bytes are queued on
-/// every socket, in the order of `ids`, each behind whatever that socket already queued.
+/// DROPPED). The payload is encoded (or copied from JS) ONCE into one buffer, queued by reference
+/// on every socket (small frames are copied: see the core's `outbox::SHARE_MIN`), in the order
+/// of `ids`, each behind whatever that socket already queued.
 unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     const USAGE: &CStr = c"publish(ids: Uint32Array, data: string | bytes, binary: boolean, compress: boolean)";
     let Some((argv, argc)) = args::<4>(env, info) else {
@@ -289,9 +296,10 @@ unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) 
         return throw_type_error(env, USAGE);
     };
     let opcode = if binary { OP_BINARY } else { OP_TEXT };
+    let mut msg = Published::new(opcode, bytes.into());
     let mut queued = 0u32;
     for &id in ids {
-        if queue(id, opcode, bytes.len(), compress, |out| out.extend_from_slice(&bytes)) != SendStatus::Dropped {
+        if queue_with(id, |conn| conn.publish(&mut msg, compress)) != SendStatus::Dropped {
             queued += 1;
         }
     }
