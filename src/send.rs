@@ -208,21 +208,34 @@ unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info
     Some((argv, argc))
 }
 
-/// The payload as bytes owned for this call: a string encoded to UTF-8 once, bytes copied once.
-unsafe fn payload_bytes(env: sys::napi_env, data: sys::napi_value) -> Option<Vec<u8>> {
+/// Append the payload to `out`: a string encoded to UTF-8 once, bytes copied once. False (nothing
+/// appended) for a value that is neither.
+unsafe fn append_payload(env: sys::napi_env, data: sys::napi_value, out: &mut Vec<u8>) -> bool {
     let mut kind = 0;
     sys::napi_typeof(env, data, &mut kind);
     if kind == sys::ValueType::napi_string {
         let mut len = 0usize;
         sys::napi_get_value_string_utf8(env, data, ptr::null_mut(), 0, &mut len);
-        let mut out = vec![0u8; len + 1];
+        // N-API writes a NUL after the text: room for it, not kept.
+        out.reserve(len + 1);
         let mut written = 0usize;
-        sys::napi_get_value_string_utf8(env, data, out.as_mut_ptr().cast(), len + 1, &mut written);
-        out.truncate(written);
-        Some(out)
+        let spare = out.spare_capacity_mut();
+        sys::napi_get_value_string_utf8(env, data, spare.as_mut_ptr().cast(), len + 1, &mut written);
+        // SAFETY: N-API initialised `written` (<= len) bytes of the spare capacity.
+        out.set_len(out.len() + written.min(len));
+        true
+    } else if let Some(bytes) = bytes_of(env, data) {
+        out.extend_from_slice(bytes);
+        true
     } else {
-        bytes_of(env, data).map(<[u8]>::to_vec)
+        false
     }
+}
+
+/// The payload as bytes owned for this call (see [`append_payload`]).
+unsafe fn payload_bytes(env: sys::napi_env, data: sys::napi_value) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    append_payload(env, data, &mut out).then_some(out)
 }
 
 /// `send(id, data, binary, compress[, kind])` → SendStatus (DROPPED once the socket closed).
@@ -292,11 +305,12 @@ unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) 
     }
     // SAFETY: N-API reports `ptr_ids` valid for `count` u32s while the array is alive (this call).
     let ids: &[u32] = if count == 0 || ptr_ids.is_null() { &[] } else { std::slice::from_raw_parts(ptr_ids as *const u32, count) };
-    let Some(bytes) = payload_bytes(env, argv[1]) else {
-        return throw_type_error(env, USAGE);
-    };
     let opcode = if binary { OP_BINARY } else { OP_TEXT };
-    let mut msg = Published::new(opcode, bytes.into());
+    let mut ok = false;
+    let mut msg = Published::build(opcode, |out| ok = append_payload(env, argv[1], out));
+    if !ok {
+        return throw_type_error(env, USAGE);
+    }
     let mut queued = 0u32;
     for &id in ids {
         if queue_with(id, |conn| conn.publish(&mut msg, compress)) != SendStatus::Dropped {

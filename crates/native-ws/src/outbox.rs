@@ -3,10 +3,10 @@
 //!
 //! A [`Wire`] is one byte buffer of the socket's own frames (its sends, control frames) with whole
 //! frames inserted between them where they were queued ([`Insert`]):
-//! - a **shared** frame: its header, kept in the insert, and a payload that is ONE buffer for every
-//!   socket it goes to ([`Bytes`], reference counted): a published message, or a compressed
-//!   payload of the compress-once cache. Nothing is copied per socket: the kernel copies each
-//!   socket's bytes straight from that buffer.
+//! - a **shared** frame: ONE buffer for every socket it goes to ([`Bytes`], reference counted): a
+//!   published message's whole frame (header included: the same bytes for every subscriber), or
+//!   a compressed payload of the compress-once cache, behind a header kept in the insert. Nothing
+//!   is copied per socket: the kernel copies each socket's bytes straight from that buffer.
 //! - a **job**: a message an I/O thread must compress; it becomes a shared frame in place once
 //!   compressed (`Task::prepare`), so nothing queued around it moves.
 //!
@@ -75,13 +75,16 @@ pub(crate) enum Body {
     Job(Job),
 }
 
-/// A whole frame inserted into a [`Wire`] before `buf[at]`.
+/// A whole frame inserted into a [`Wire`] before `buf[at]`: `head` then `body` (a published
+/// frame is all body: one buffer, header included, for every subscriber).
 pub(crate) struct Insert {
     at: usize,
-    /// its header: `head[from..len]` is left to write
+    /// a header kept here: `head[from..len]` is left to write
     head: [u8; MAX_HEADER],
     head_len: u8,
     head_from: u8,
+    /// some of it is written
+    started: bool,
     body: Body,
 }
 
@@ -147,7 +150,7 @@ impl Wire {
         let mut h = [0u8; MAX_HEADER];
         h[..head.len()].copy_from_slice(head);
         let at = self.buf.len();
-        self.inserts.push(Insert { at, head: h, head_len: head.len() as u8, head_from: 0, body });
+        self.inserts.push(Insert { at, head: h, head_len: head.len() as u8, head_from: 0, started: false, body });
     }
 
     /// Queue a whole final frame with `payload`: shared when it is at least [`SHARE_MIN`] bytes,
@@ -167,6 +170,17 @@ impl Wire {
             self.insert(&head[..n], Body::Shared(payload.clone()));
         }
         len
+    }
+
+    /// Queue a whole frame (header included): shared when it is at least [`SHARE_MIN`] bytes,
+    /// else copied into the buffer. Returns its length.
+    pub(crate) fn push_shared(&mut self, frame: &Bytes) -> usize {
+        if frame.len() < SHARE_MIN {
+            self.buf_mut().extend_from_slice(frame);
+        } else {
+            self.insert(&[], Body::Shared(frame.clone()));
+        }
+        frame.len()
     }
 
     /// Queue a message to compress (its frame takes the place of the job once compressed).
@@ -252,6 +266,7 @@ impl Wire {
                 debug_assert!(false, "wrote more than was queued");
                 return;
             };
+            ins.started = true;
             let k = n.min(usize::from(ins.head_len - ins.head_from));
             ins.head_from += k as u8;
             n -= k;
@@ -275,7 +290,7 @@ impl Wire {
     pub(crate) fn cut_after_current_frame(&mut self) {
         let next = self.next as usize;
         let keep = match self.inserts.get(next) {
-            Some(ins) if ins.at == self.pos && ins.head_from > 0 => next + 1,
+            Some(ins) if ins.at == self.pos && ins.started => next + 1,
             _ => next,
         };
         if keep == next {
@@ -347,11 +362,18 @@ impl Wire {
 pub(crate) fn send_vectored(fd: RawFd, iov: &[IoSlice<'_>]) -> io::Result<usize> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
-        // SAFETY: IoSlice is ABI-compatible with iovec; the msghdr borrows `iov` for the call.
-        let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
-        msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
-        msg.msg_iovlen = iov.len() as _;
-        let n = unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) };
+        let n = if let [one] = iov {
+            // One piece (a fan-out's usual flush: one shared frame): plain send, a little
+            // cheaper for the kernel than a message header and a vector.
+            // SAFETY: `one` is valid for reads of its length for the call.
+            unsafe { libc::send(fd, one.as_ptr().cast(), one.len(), libc::MSG_NOSIGNAL) }
+        } else {
+            // SAFETY: IoSlice is ABI-compatible with iovec; the msghdr borrows `iov` for the call.
+            let mut msg: libc::msghdr = unsafe { std::mem::zeroed() };
+            msg.msg_iov = iov.as_ptr() as *mut libc::iovec;
+            msg.msg_iovlen = iov.len() as _;
+            unsafe { libc::sendmsg(fd, &msg, libc::MSG_NOSIGNAL) }
+        };
         if n < 0 {
             Err(io::Error::last_os_error())
         } else {

@@ -11,18 +11,32 @@ use crate::outbox::{Job, Payload};
 use crate::stats::Stats;
 use bytes::Bytes;
 
-/// A message being published: its payload, and its compress-once entries (one per deflate
-/// parameters met among the sockets, looked up on first use).
+/// A message being published: its frame (built once, header included: the same bytes for every
+/// subscriber), its payload (a slice of the same buffer, for compressing), and its compress-once
+/// entries (one per deflate parameters met among the sockets, looked up on first use).
 pub struct Published {
     opcode: u8,
+    pub(super) frame: Bytes,
     pub(super) payload: Bytes,
     cached: Vec<((u32, u8), Cached)>,
 }
 
+/// Room for the longest header in front of a payload being written.
+const HEADROOM: usize = 10;
+
 impl Published {
-    /// A text or binary message (`opcode` [`codec::OP_TEXT`] or [`codec::OP_BINARY`]).
-    pub fn new(opcode: u8, payload: Bytes) -> Published {
-        Published { opcode, payload, cached: Vec::new() }
+    /// A text or binary message (`opcode` [`codec::OP_TEXT`] or [`codec::OP_BINARY`]) whose
+    /// payload `fill` appends to the vector it is given: written once, straight into the buffer
+    /// every subscriber's queue will refer to (its header goes in front, no copy).
+    pub fn build(opcode: u8, fill: impl FnOnce(&mut Vec<u8>)) -> Published {
+        let mut buf = vec![0u8; HEADROOM];
+        fill(&mut buf);
+        let len = buf.len() - HEADROOM;
+        let (head, n) = codec::encode_header(true, false, opcode, len, None);
+        buf[HEADROOM - n..HEADROOM].copy_from_slice(&head[..n]);
+        let frame = Bytes::from(buf).slice(HEADROOM - n..);
+        let payload = frame.slice(n..);
+        Published { opcode, frame, payload, cached: Vec::new() }
     }
 
     pub fn len(&self) -> usize {
@@ -57,7 +71,7 @@ impl Conn {
         let ob = &mut *ob;
         let len = msg.payload.len();
         let queued = match self.deflate.as_ref().filter(|_| compress && len >= self.threshold) {
-            None => ob.wire.push_frame(false, msg.opcode, &msg.payload),
+            None => ob.wire.push_shared(&msg.frame),
             Some(n) if n.server_no_context_takeover => {
                 let opcode = msg.opcode;
                 let cached = msg.cached(self.deflate_level(), n.server_window_bits);

@@ -46,6 +46,10 @@ fn mixed() -> (Wire, Vec<u8>, Bytes, Bytes) {
     want.extend_from_slice(&frame(false, OP_TEXT, &tiny));
     assert_eq!(w.push_frame(true, OP_TEXT, &big2), 70_010);
     want.extend_from_slice(&frame(true, OP_TEXT, &big2));
+    // A published frame: one buffer, header included (all body, no header of its own).
+    let published: Bytes = frame(false, OP_TEXT, &payload(3000, 4)).into();
+    assert_eq!(w.push_shared(&published), 3004);
+    want.extend_from_slice(&published);
     codec::write_close(w.buf_mut(), 1000, "bye");
     codec::write_close(&mut want, 1000, "bye");
     (w, want, big, big2)
@@ -53,20 +57,23 @@ fn mixed() -> (Wire, Vec<u8>, Bytes, Bytes) {
 
 #[test]
 fn frames_keep_their_order_and_shared_ones_are_not_copied() {
-    let (w, want, big, big2) = mixed();
-    assert_eq!(w.inserts.len(), 2);
+    let (mut w, want, big, big2) = mixed();
+    assert_eq!(w.inserts.len(), 3);
     assert_eq!(w.buf().len(), 7 + 102 + 7, "the buffer holds the owned frames only");
     assert_eq!(w.unwritten(), want.len());
     assert_eq!(w.unwritten_bytes(), want);
     let shared: Vec<*const u8> = w
         .inserts
         .iter()
+        .take(2)
         .map(|i| match &i.body {
             Body::Shared(b) => b.as_ptr(),
             Body::Job(_) => unreachable!(),
         })
         .collect();
     assert_eq!(shared, [big.as_ptr(), big2.as_ptr()], "the queue refers to the published buffers");
+    assert_eq!(w.push_shared(&Bytes::from(frame(false, OP_TEXT, &[1; 100]))), 102);
+    assert_eq!(w.inserts.len(), 3, "a small published frame is copied");
 }
 
 #[test]
@@ -95,7 +102,7 @@ fn partial_writes_resume_at_the_right_byte_of_every_piece() {
             assert!(calls <= want.len(), "progress every write");
             // A payload written in part is resumed from the same buffer, at the right offset.
             if let Some(ins) = w.inserts.get(w.next as usize) {
-                if let Body::Shared(rest) = &ins.body {
+                if let (Body::Shared(rest), 4 | 10) = (&ins.body, ins.head_len) {
                     let whole = if ins.head_len == 4 { &big } else { &big2 };
                     let off = rest.as_ptr() as usize - whole.as_ptr() as usize;
                     assert_eq!(off + rest.len(), whole.len(), "step {step}: a slice of the shared buffer");
@@ -174,6 +181,8 @@ fn a_cut_keeps_the_frame_on_the_wire_and_drops_the_rest() {
         (first + 5004, first + 5004),              // right after it: the copied frame goes
         (first + 5004 + 50, first + 5004 + 102),   // inside the copied frame
         (first + 5004 + 102 + 20, first + 5004 + 102 + 70_010),
+        (first + 5004 + 102 + 70_010, first + 5004 + 102 + 70_010), // before the published frame
+        (first + 5004 + 102 + 70_010 + 1, first + 5004 + 102 + 70_010 + 3004), // inside it
     ] {
         let (mut w, ..) = mixed();
         let mut out = Vec::new();
