@@ -49,14 +49,17 @@ const TRANSPORTS = [
     compression: true },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
-  // Before/after comparisons: with BENCH_BASE_PKG=<another checkout, built>, the same two native
-  // servers run that checkout's addon too (`native-attach@base`, `native-listen@base`), interleaved
-  // with this one's in every round.
+  // Before/after comparisons: with BENCH_BASE_PKG=<another checkout, built>, the native servers run
+  // that checkout's addon too (`native-attach@base`, `native-listen@base`, `native-publish@base`),
+  // interleaved with this one's in every round.
   ...(process.env.BENCH_BASE_PKG ? [
     { name: 'native-attach@base', description: `native-attach with the addon and adapter of ${process.env.BENCH_BASE_PKG}`,
       command: nodeServer('native-attach.js', '--pkg', process.env.BENCH_BASE_PKG), unavailable: ddpMissing, compression: true },
     { name: 'native-listen@base', description: `native-listen with the addon of ${process.env.BENCH_BASE_PKG}`,
       command: nodeServer('native-listen.js', '--pkg', process.env.BENCH_BASE_PKG), unavailable: ddpMissing, compression: true },
+    { name: 'native-publish@base', description: `native-publish with the addon and uWS.js surface of ${process.env.BENCH_BASE_PKG}`,
+      command: nodeServer('uws-publish.js', '--native', '--pkg', process.env.BENCH_BASE_PKG), unavailable: ddpMissing, compression: true,
+      workloads: ['fanout', 'fan-out-4k', 'compressed-fan-out'] },
   ] : []),
   // `compression`: the server turns permessage-deflate on (Meteor's defaults) under BENCH_COMPRESS=1.
   // rust-echo ignores that variable; `compressArgs` is what it needs instead (its --compress is the

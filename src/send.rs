@@ -1,7 +1,8 @@
 //! The one door for outbound messages: `send(id, data, binary, compress)` queues `data` (a string,
 //! or bytes: Buffer, any TypedArray, DataView or ArrayBuffer) as one frame on socket `id`, and
-//! `publish(ids, data, binary, compress)` queues one payload, encoded once, on many sockets, and
-//! `flushAll()` writes every socket that queued frames in this JS tick (one write per socket).
+//! `publish(ids, data, binary, compress)` queues one payload, encoded once into one buffer, on many
+//! sockets (each queue refers to that buffer: see the core's `outbox`), and `flushAll()` writes
+//! every socket that queued frames in this JS tick (one write per socket).
 //!
 //! Both are plain N-API callbacks, registered on the module's exports at load time: napi-rs
 //! wraps each `#[napi]` function in a "native borrow scope" (thread-local pushes and a mutex per
@@ -20,7 +21,7 @@ use napi::sys;
 use native_ws::codec::{OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT};
 use native_ws::conn::NOT_FINAL;
 use native_ws::config::{CORK_SOCKETS, FIRST_CORK_SOCKETS};
-use native_ws::{Conn, SendStatus};
+use native_ws::{Conn, Published, SendStatus};
 use std::cell::{Cell, RefCell};
 use std::ffi::{c_void, CStr};
 use std::ptr;
@@ -93,14 +94,19 @@ pub fn flush_dirty() {
     });
 }
 
-/// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes). Once
+/// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes).
+fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(&mut Vec<u8>)) -> SendStatus {
+    queue_with(id, |conn| conn.send(opcode, min_len, compress, fill))
+}
+
+/// Queue on `id` with `send` (a [`Conn::send`] or [`Conn::publish`]). Once
 /// [`FIRST_CORK_SOCKETS`] sockets have frames waiting in this tick, and then every
 /// [`CORK_SOCKETS`], they are written right away: in a large fan-out the first deliveries leave
 /// after a few sends, not after the tick's last, and each socket is still written once (a
 /// fan-out reaches every socket once per tick).
-fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(&mut Vec<u8>)) -> SendStatus {
+fn queue_with(id: u32, send: impl FnOnce(&Conn) -> (SendStatus, bool)) -> SendStatus {
     let (status, cork_full) = sockets::with(id, |conn| {
-        let (status, newly_dirty) = conn.send(opcode, min_len, compress, fill);
+        let (status, newly_dirty) = send(conn);
         let cork_full = newly_dirty
             && DIRTY.with(|d| {
                 let mut d = d.borrow_mut();
@@ -202,21 +208,34 @@ unsafe fn args<const N: usize>(env: sys::napi_env, info: sys::napi_callback_info
     Some((argv, argc))
 }
 
-/// The payload as bytes owned for this call: a string encoded to UTF-8 once, bytes copied once.
-unsafe fn payload_bytes(env: sys::napi_env, data: sys::napi_value) -> Option<Vec<u8>> {
+/// Append the payload to `out`: a string encoded to UTF-8 once, bytes copied once. False (nothing
+/// appended) for a value that is neither.
+unsafe fn append_payload(env: sys::napi_env, data: sys::napi_value, out: &mut Vec<u8>) -> bool {
     let mut kind = 0;
     sys::napi_typeof(env, data, &mut kind);
     if kind == sys::ValueType::napi_string {
         let mut len = 0usize;
         sys::napi_get_value_string_utf8(env, data, ptr::null_mut(), 0, &mut len);
-        let mut out = vec![0u8; len + 1];
+        // N-API writes a NUL after the text: room for it, not kept.
+        out.reserve(len + 1);
         let mut written = 0usize;
-        sys::napi_get_value_string_utf8(env, data, out.as_mut_ptr().cast(), len + 1, &mut written);
-        out.truncate(written);
-        Some(out)
+        let spare = out.spare_capacity_mut();
+        sys::napi_get_value_string_utf8(env, data, spare.as_mut_ptr().cast(), len + 1, &mut written);
+        // SAFETY: N-API initialised `written` (<= len) bytes of the spare capacity.
+        out.set_len(out.len() + written.min(len));
+        true
+    } else if let Some(bytes) = bytes_of(env, data) {
+        out.extend_from_slice(bytes);
+        true
     } else {
-        bytes_of(env, data).map(<[u8]>::to_vec)
+        false
     }
+}
+
+/// The payload as bytes owned for this call (see [`append_payload`]).
+unsafe fn payload_bytes(env: sys::napi_env, data: sys::napi_value) -> Option<Vec<u8>> {
+    let mut out = Vec::new();
+    append_payload(env, data, &mut out).then_some(out)
 }
 
 /// `send(id, data, binary, compress[, kind])` → SendStatus (DROPPED once the socket closed).
@@ -259,8 +278,9 @@ unsafe extern "C" fn send(env: sys::napi_env, info: sys::napi_callback_info) -> 
 }
 
 /// `publish(ids: Uint32Array, data, binary, compress)` → how many sockets queued it (not
-/// DROPPED). The payload is encoded (or copied from JS) ONCE and the same bytes are queued on
-/// every socket, in the order of `ids`, each behind whatever that socket already queued.
+/// DROPPED). The payload is encoded (or copied from JS) ONCE into one buffer, queued by reference
+/// on every socket (small frames are copied: see the core's `outbox::SHARE_MIN`), in the order
+/// of `ids`, each behind whatever that socket already queued.
 unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) -> sys::napi_value {
     const USAGE: &CStr = c"publish(ids: Uint32Array, data: string | bytes, binary: boolean, compress: boolean)";
     let Some((argv, argc)) = args::<4>(env, info) else {
@@ -285,13 +305,15 @@ unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) 
     }
     // SAFETY: N-API reports `ptr_ids` valid for `count` u32s while the array is alive (this call).
     let ids: &[u32] = if count == 0 || ptr_ids.is_null() { &[] } else { std::slice::from_raw_parts(ptr_ids as *const u32, count) };
-    let Some(bytes) = payload_bytes(env, argv[1]) else {
-        return throw_type_error(env, USAGE);
-    };
     let opcode = if binary { OP_BINARY } else { OP_TEXT };
+    let mut ok = false;
+    let mut msg = Published::build(opcode, |out| ok = append_payload(env, argv[1], out));
+    if !ok {
+        return throw_type_error(env, USAGE);
+    }
     let mut queued = 0u32;
     for &id in ids {
-        if queue(id, opcode, bytes.len(), compress, |out| out.extend_from_slice(&bytes)) != SendStatus::Dropped {
+        if queue_with(id, |conn| conn.publish(&mut msg, compress)) != SendStatus::Dropped {
             queued += 1;
         }
     }

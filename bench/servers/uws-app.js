@@ -5,13 +5,14 @@
 // Compression: off; BENCH_COMPRESS=1 → SHARED_COMPRESSOR | SHARED_DECOMPRESSOR (uWS has no
 // threshold, level or window settings, so this is the closest it gets to Meteor's defaults).
 // With `--native`, the same program runs on ddp-transport-native's uWS.js compat surface
-// (require('ddp-transport-native/uws')) instead: the same code, the other implementation.
+// (require('ddp-transport-native/uws')) instead: the same code, the other implementation
+// (`--pkg DIR`: that checkout's, for a before/after run).
 const path = require('node:path');
-const { COMPRESS, MAX_PAYLOAD, ROOT, ShimSocket } = require('./common');
+const { COMPRESS, MAX_PAYLOAD, ShimSocket, pkgArg } = require('./common');
 
 /** uws-pack, or ddp-transport-native's compat surface with `--native`. */
 async function uwsModule() {
-  return process.argv.includes('--native') ? require(path.join(ROOT, 'lib', 'uws')) : import('uws-pack');
+  return process.argv.includes('--native') ? require(path.join(pkgArg(), 'lib', 'uws')) : import('uws-pack');
 }
 
 /** The ws behaviour settings every uWS server here uses (handlers not included). */

@@ -1,38 +1,24 @@
-//! The state a connection shares between its I/O task and the JS thread: the outbound queue,
-//! backpressure accounting and control requests (end, close, timeout).
+//! The state a connection shares between its I/O task and the JS thread: the outbound queue (its
+//! frames: `outbox`), backpressure accounting and control requests (end, close, timeout);
+//! `publish`: one message queued on many connections.
 //!
 //! Writing is owned by exactly one side at a time. While `io_busy` is false the JS thread may
-//! write queued frames straight to the socket at the end of its tick (one `write` for every frame
-//! of the tick, no thread hop). When the kernel refuses bytes, or a message must be compressed
+//! write queued frames straight to the socket at the end of its tick (one vectored write for
+//! every frame of the tick, no thread hop). When the kernel refuses bytes, or a message must be compressed
 //! (deflate runs only on I/O threads), ownership passes to the I/O task (`io_busy = true`) until
 //! it has emptied the queue. The queue lock is never held across an await.
 
 use crate::codec;
-use crate::deflate_cache;
-use crate::spare::Spares;
 use crate::config::{Behavior, CORK_LIMIT, MAX_IDLE_CAPACITY, MAX_PENDING_PONG_BYTES};
+use crate::deflate_cache;
 use crate::extensions::Negotiated;
+use crate::outbox::{send_vectored, Job, Last, Outbox, Payload, State, Take, Taken};
 use crate::stats::Stats;
-use std::io::{self, Write};
-use std::mem::ManuallyDrop;
-use std::os::fd::{FromRawFd, RawFd};
+use std::io;
+use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
-
-thread_local! {
-    /// Emptied outbound queues of the sockets this thread wrote: a bounded cork fills at most
-    /// CORK_SOCKETS queues of about CORK_LIMIT bytes before they are written and come back.
-    static SPARE_QUEUES: Spares = const { Spares::new(crate::config::CORK_SOCKETS, 2 * CORK_LIMIT) };
-}
-
-fn take_spare() -> Vec<u8> {
-    SPARE_QUEUES.with(Spares::take)
-}
-
-fn give_back_spare(buf: Vec<u8>) {
-    SPARE_QUEUES.with(|s| s.give_back(buf));
-}
 
 /// `send` results, as uWebSockets.js defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -52,81 +38,6 @@ pub(crate) const CTL_END: u8 = 2;
 pub(crate) const CTL_CLOSE: u8 = 4;
 pub(crate) const CTL_TIMEOUT: u8 = 8;
 pub(crate) const CTL_OVERFLOW: u8 = 16;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum State {
-    Open,
-    /// a close frame is queued; nothing more may be sent
-    Ending,
-    /// the socket is (being) closed; the fd must not be used
-    Closed,
-}
-
-/// A message waiting for the I/O thread to compress it, inserted at byte `at` of the queue.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Job {
-    pub at: usize,
-    pub opcode: u8,
-    pub start: usize,
-    pub len: usize,
-    /// its compress-once cache key, when the queueing thread computed it already
-    pub key: Option<deflate_cache::Key>,
-}
-
-/// What [`Conn::take`] found in the queue.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Take {
-    /// The queue moved into the caller's [`Taken`]: the I/O task writes it and keeps writing.
-    Taken,
-    /// Nothing queued: writing goes back to the JS thread.
-    Empty,
-    /// Nothing queued, and a send returned BACKPRESSURE since the last drain: writing goes back
-    /// to the JS thread and the consumer's `drain` is due.
-    Drained,
-    /// The socket is closed: nothing may be written any more.
-    Closed,
-}
-
-/// Outbound bytes handed from the queue to the I/O task.
-#[derive(Default)]
-pub(crate) struct Taken {
-    pub buf: Vec<u8>,
-    pub jobs: Vec<Job>,
-    pub job_data: Vec<u8>,
-    /// `buf` starts with this many bytes of a frame the JS thread began writing
-    pub partial: usize,
-}
-
-struct Outbox {
-    state: State,
-    /// frames ready for the wire
-    buf: Vec<u8>,
-    /// messages to compress, in order, with their payloads in `job_data`
-    jobs: Vec<Job>,
-    job_data: Vec<u8>,
-    /// the I/O task owns writing
-    io_busy: bool,
-    /// bytes queued in the current JS tick
-    tick_bytes: usize,
-    /// a send returned BACKPRESSURE: emit `drain` when the queue empties
-    want_drain: bool,
-    /// in the JS thread's list of sockets to flush
-    dirty: bool,
-    /// `buf` starts with this many bytes of a frame partly written by the JS thread
-    partial: u32,
-    /// the pending pong while open, the close frame we queued once ending
-    last: Last,
-}
-
-/// One slot for two things that never coexist (keeps `Conn` small).
-enum Last {
-    None,
-    /// Pending pong frames, at most MAX_PENDING_PONG_BYTES: past that a newer ping's pong
-    /// replaces them (RFC 6455 §5.5.3); appended to `buf` when the task takes the queue.
-    Pong(Vec<u8>),
-    /// Code and reason of the close frame we queued.
-    CloseSent(u16, String),
-}
 
 pub struct Conn {
     /// Unique per server; the consumer's key for this connection.
@@ -164,18 +75,7 @@ impl Conn {
             deflate,
             threshold,
             stats,
-            out: Mutex::new(Outbox {
-                state: State::Open,
-                buf: Vec::new(),
-                jobs: Vec::new(),
-                job_data: Vec::new(),
-                io_busy: false,
-                tick_bytes: 0,
-                want_drain: false,
-                dirty: false,
-                partial: 0,
-                last: Last::None,
-            }),
+            out: Mutex::new(Outbox::new()),
             buffered: AtomicUsize::new(0),
             ctl: AtomicU8::new(0),
             wake: Notify::new(),
@@ -206,28 +106,8 @@ impl Conn {
         fill: impl FnOnce(&mut Vec<u8>),
     ) -> (SendStatus, bool) {
         let mut ob = self.lock();
-        if ob.state != State::Open {
-            return (SendStatus::Dropped, false);
-        }
-        let buffered = self.buffered.load(Relaxed);
-        if buffered > self.behavior.max_backpressure {
-            if self.behavior.close_on_backpressure {
-                // Close instead of dropping: the peer learns (1013) and DDP resumes the session;
-                // nothing is lost from a socket that stays open. Frames not yet started are
-                // dropped; the rest of one the JS thread began stays for the task, which sends
-                // it, then the close frame (see `Task::overflow`).
-                ob.state = State::Closed;
-                let keep = ob.partial as usize;
-                ob.buf.truncate(keep);
-                ob.jobs = Vec::new();
-                ob.job_data = Vec::new();
-                ob.last = Last::None;
-                drop(ob);
-                self.request(CTL_OVERFLOW);
-            } else {
-                Stats::add(&self.stats.dropped, 1);
-            }
-            return (SendStatus::Dropped, false);
+        if let Err(refused) = self.admit(&mut ob) {
+            return (refused, false);
         }
         let fin = opcode & NOT_FINAL == 0;
         let opcode = opcode & !NOT_FINAL;
@@ -243,47 +123,65 @@ impl Conn {
             let key = self.cache_key(&ob.job_data[start..]);
             queued = key.and_then(|key| self.queue_if_compressed(ob, opcode, start, key));
             if queued.is_none() {
-                ob.jobs.push(Job {
-                    at: ob.buf.len(),
-                    opcode,
-                    start,
-                    len,
-                    key,
-                });
+                ob.wire.push_job(Job { opcode, len, payload: Payload::Local { start, key } });
             }
             len
         } else {
-            if ob.buf.capacity() == 0 {
-                ob.buf = take_spare();
-            }
-            let at = ob.buf.len();
+            let buf = ob.wire.buf_mut();
+            let at = buf.len();
             let guess = codec::header_size(min_len, false);
-            ob.buf.resize(at + guess, 0);
-            fill(&mut ob.buf);
-            let len = ob.buf.len() - at - guess;
+            buf.resize(at + guess, 0);
+            fill(buf);
+            let len = buf.len() - at - guess;
             if deflate && len >= self.threshold {
                 // Longer than its lower bound said and past the threshold: compress it after all.
                 let start = ob.job_data.len();
-                ob.job_data.extend_from_slice(&ob.buf[at + guess..]);
-                ob.buf.truncate(at);
-                ob.jobs.push(Job {
-                    at,
-                    opcode,
-                    start,
-                    len,
-                    key: None,
-                });
+                ob.job_data.extend_from_slice(&buf[at + guess..]);
+                buf.truncate(at);
+                ob.wire.push_job(Job { opcode, len, payload: Payload::Local { start, key: None } });
             } else {
                 let (hdr, n) = codec::encode_header(fin, false, opcode, len, None);
                 if n == guess {
-                    ob.buf[at..at + n].copy_from_slice(&hdr[..n]);
+                    buf[at..at + n].copy_from_slice(&hdr[..n]);
                 } else {
-                    ob.buf.splice(at..at + guess, hdr[..n].iter().copied());
+                    buf.splice(at..at + guess, hdr[..n].iter().copied());
                 }
             }
             len
         };
         let queued = queued.unwrap_or(len + codec::header_size(len, false));
+        self.queued(ob, queued, len)
+    }
+
+    /// A message may be queued: Ok while open and under `maxBackpressure`; else what `send`
+    /// answers (DROPPED), after closing the socket when it closes on backpressure.
+    fn admit(&self, ob: &mut Outbox) -> Result<(), SendStatus> {
+        if ob.state != State::Open {
+            return Err(SendStatus::Dropped);
+        }
+        if self.buffered.load(Relaxed) > self.behavior.max_backpressure {
+            if self.behavior.close_on_backpressure {
+                // Close instead of dropping: the peer learns (1013) and DDP resumes the session;
+                // nothing is lost from a socket that stays open. Frames not yet started are
+                // dropped; the rest of one the JS thread began stays for the task, which sends
+                // it, then the close frame (see `Task::overflow`).
+                ob.state = State::Closed;
+                ob.wire.cut_after_current_frame();
+                ob.job_data = Vec::new();
+                ob.last = Last::None;
+                self.request(CTL_OVERFLOW);
+            } else {
+                Stats::add(&self.stats.dropped, 1);
+            }
+            return Err(SendStatus::Dropped);
+        }
+        Ok(())
+    }
+
+    /// A message of `len` payload bytes was queued, adding `queued` bytes: count it and write now
+    /// when the tick queued past the cork size. Returns the status and whether the socket just
+    /// became dirty.
+    fn queued(&self, ob: &mut Outbox, queued: usize, len: usize) -> (SendStatus, bool) {
         self.buffered.fetch_add(queued, Relaxed);
         Stats::add(&self.stats.messages_out, 1);
         Stats::add(&self.stats.bytes_out, len);
@@ -323,14 +221,8 @@ impl Conn {
     /// be compressed.
     fn queue_if_compressed(&self, ob: &mut Outbox, opcode: u8, start: usize, key: deflate_cache::Key) -> Option<usize> {
         let compressed = deflate_cache::compressed(key, &ob.job_data[start..], &self.stats)?;
-        if ob.buf.capacity() == 0 {
-            ob.buf = take_spare();
-        }
-        let at = ob.buf.len();
-        codec::write_header(&mut ob.buf, true, true, opcode, compressed.bytes().len(), None);
-        ob.buf.extend_from_slice(compressed.bytes());
         ob.job_data.truncate(start);
-        Some(ob.buf.len() - at)
+        Some(ob.wire.push_frame(true, opcode, &compressed))
     }
 
     /// The compression level of this connection's route (Meteor's default when unset).
@@ -348,47 +240,38 @@ impl Conn {
 
     fn flush_locked(&self, ob: &mut Outbox) {
         ob.tick_bytes = 0;
-        if ob.io_busy || ob.state == State::Closed || (ob.buf.is_empty() && ob.jobs.is_empty()) {
+        if ob.io_busy || ob.state == State::Closed || ob.wire.is_empty() {
             return;
         }
-        if !ob.jobs.is_empty() {
+        if ob.wire.has_jobs() {
             ob.io_busy = true;
             self.request(CTL_WRITE);
             return;
         }
         // Write until done, or until the kernel is full or the peer is gone: in both cases the
         // I/O task takes over, waits for writability and discovers any error itself.
+        // SAFETY of the fd: it stays open while state != Closed (the task marks Closed under this
+        // lock before it drops the socket).
         let mut written = 0;
-        while written < ob.buf.len() {
-            match self.write_fd(&ob.buf[written..]) {
+        while !ob.wire.is_empty() {
+            match ob.wire.write_with(|iov, _| send_vectored(self.fd, iov)) {
                 Ok(n) if n > 0 => written += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 _ => break,
             }
         }
         self.wrote(written);
-        if written == ob.buf.len() {
+        if ob.wire.is_empty() {
             // The emptied queue goes back to this thread's spares: the next socket written in
-            // this tick fills the same, cache-hot buffer (a fan-out copies each frame into one
-            // warm buffer, not into 500 cold ones), and an idle socket keeps none.
-            give_back_spare(std::mem::take(&mut ob.buf));
+            // this tick fills the same, cache-hot buffer (a fan-out's small frames are copied into
+            // one warm buffer, not into 500 cold ones), and an idle socket keeps none.
+            ob.wire.recycle();
         } else {
-            // The kernel is full (or the peer is gone): the I/O task takes over and waits.
-            // Remember where the first whole frame starts (a backpressure close cuts there).
-            ob.partial = (codec::frame_boundary(&ob.buf, 0, written) - written) as u32;
-            ob.buf.drain(..written);
+            // The kernel is full (or the peer is gone): the I/O task takes over and waits, from
+            // the queue's cursor (a frame begun stays whole: see `Wire::cut_after_current_frame`).
             ob.io_busy = true;
             self.request(CTL_WRITE);
         }
-    }
-
-    /// Non-blocking write on the socket from the JS thread. Only called under the queue lock
-    /// while the state is not Closed, so the fd is open and still ours.
-    fn write_fd(&self, bytes: &[u8]) -> io::Result<usize> {
-        // SAFETY: the fd stays open while state != Closed (the task marks Closed under this lock
-        // before it drops the socket), and ManuallyDrop keeps this borrow from closing it.
-        let stream = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(self.fd) });
-        (&*stream).write(bytes)
     }
 
     pub(crate) fn wrote(&self, n: usize) {
@@ -425,11 +308,12 @@ impl Conn {
             return false;
         }
         ob.state = State::Ending;
-        Self::move_pong(ob);
+        ob.move_pong();
         ob.last = Last::CloseSent(code, reason.to_string());
-        let before = ob.buf.len();
-        codec::write_close(&mut ob.buf, code, reason);
-        self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
+        let buf = ob.wire.buf_mut();
+        let before = buf.len();
+        codec::write_close(buf, code, reason);
+        self.buffered.fetch_add(buf.len() - before, Relaxed);
         true
     }
 
@@ -470,9 +354,10 @@ impl Conn {
         if ob.state != State::Open {
             return false;
         }
-        let before = ob.buf.len();
-        codec::write_frame(&mut ob.buf, true, false, codec::OP_PING, b"");
-        self.buffered.fetch_add(ob.buf.len() - before, Relaxed);
+        let buf = ob.wire.buf_mut();
+        let before = buf.len();
+        codec::write_frame(buf, true, false, codec::OP_PING, b"");
+        self.buffered.fetch_add(buf.len() - before, Relaxed);
         ob.io_busy = true;
         true
     }
@@ -500,14 +385,6 @@ impl Conn {
         true
     }
 
-    /// The pending pong goes to the end of the wire queue.
-    fn move_pong(ob: &mut Outbox) {
-        if let Last::Pong(pong) = &ob.last {
-            ob.buf.extend_from_slice(pong);
-            ob.last = Last::None;
-        }
-    }
-
     /// Task side: a close frame with `code` unless one was queued already (protocol errors,
     /// idle timeout, server shutdown).
     pub(crate) fn queue_close(&self, code: u16, reason: &str) {
@@ -525,26 +402,24 @@ impl Conn {
         }
     }
 
-    /// Task side: move the queue into `into` (which must be empty), or say why there is nothing
-    /// to write (see [`Take`]).
+    /// Task side: move the queue into `into` (whose wire must be empty), or say why there is
+    /// nothing to write (see [`Take`]).
     pub(crate) fn take(&self, into: &mut Taken) -> Take {
         let mut ob = self.lock();
         if ob.state == State::Closed {
             return Take::Closed;
         }
-        Self::move_pong(&mut *ob);
-        if ob.buf.is_empty() && ob.jobs.is_empty() {
+        ob.move_pong();
+        if ob.wire.is_empty() {
             ob.io_busy = false;
             let drain = std::mem::take(&mut ob.want_drain);
-            if ob.buf.capacity() > MAX_IDLE_CAPACITY {
-                ob.buf = Vec::new();
-            }
+            ob.wire.clear();
+            ob.wire.trim(MAX_IDLE_CAPACITY);
             return if drain { Take::Drained } else { Take::Empty };
         }
-        std::mem::swap(&mut ob.buf, &mut into.buf);
-        std::mem::swap(&mut ob.jobs, &mut into.jobs);
+        into.wire.clear();
+        std::mem::swap(&mut ob.wire, &mut into.wire);
         std::mem::swap(&mut ob.job_data, &mut into.job_data);
-        into.partial = std::mem::take(&mut ob.partial) as usize;
         ob.io_busy = true;
         Take::Taken
     }
@@ -560,18 +435,15 @@ impl Conn {
 
     /// Task side, after a backpressure close: the rest of the frame the JS thread began (the
     /// queue holds nothing else any more).
-    pub(crate) fn overflow_rest(&self) -> Vec<u8> {
-        let mut ob = self.lock();
-        ob.partial = 0;
-        std::mem::take(&mut ob.buf)
+    pub(crate) fn overflow_rest(&self) -> crate::outbox::Wire {
+        std::mem::take(&mut self.lock().wire)
     }
 
     /// Task side, before the socket is dropped: from now on nobody touches the fd.
     pub(crate) fn mark_closed(&self) {
         let mut ob = self.lock();
         ob.state = State::Closed;
-        ob.buf = Vec::new();
-        ob.jobs = Vec::new();
+        ob.wire = Default::default();
         ob.job_data = Vec::new();
         if matches!(ob.last, Last::Pong(_)) {
             ob.last = Last::None;
@@ -579,6 +451,9 @@ impl Conn {
         self.buffered.store(0, Relaxed);
     }
 }
+
+mod publish;
+pub use publish::Published;
 
 #[cfg(test)]
 mod tests;

@@ -2,7 +2,8 @@
 //! server_no_context_takeover connections (Meteor's default), shared by every socket and I/O
 //! thread. A payload sent to many sockets with the same deflate parameters (a publication's
 //! `added`/`changed` stringified once per session by Meteor's mergebox: identical strings) is
-//! compressed by the first I/O thread that needs it; every other socket copies the result.
+//! compressed by the first I/O thread that needs it; every other socket queues the same bytes
+//! (one reference-counted buffer, [`Bytes`], written to each socket: see `outbox`).
 //!
 //! * Correctness: a hit needs the same level, window bits and byte-identical input (the hash only
 //!   finds candidates; the bytes are compared). Without context takeover a message's compressed
@@ -15,6 +16,7 @@
 
 use crate::deflate;
 use crate::stats::Stats;
+use bytes::Bytes;
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, LazyLock, Mutex, OnceLock};
 
@@ -29,7 +31,7 @@ const MAX_INPUT: usize = 256 * 1024;
 struct Entry {
     params: (u32, u8),
     input: Box<[u8]>,
-    output: OnceLock<Box<[u8]>>,
+    output: OnceLock<Bytes>,
 }
 
 /// The map and its eviction order; see the module docs.
@@ -118,56 +120,81 @@ fn hash(params: (u32, u8), input: &[u8]) -> u64 {
     mix(h, u64::from_le_bytes(tail))
 }
 
-/// A compressed payload found in the cache (kept alive while it is copied).
-pub(crate) struct Compressed(Arc<Entry>);
-
-impl Compressed {
-    pub(crate) fn bytes(&self) -> &[u8] {
-        self.0.output.get().expect("found compressed")
-    }
-}
-
 /// The compressed payload of `input` (whose key is `key`) if an identical message is compressed
 /// already, counting `compressions_reused`; None (nothing inserted) otherwise. For the thread that
 /// queues a message: a fan-out's sends after the first compression become ready frames, with no
 /// hand-off to an I/O thread.
-pub(crate) fn compressed(key: Key, input: &[u8], stats: &Stats) -> Option<Compressed> {
+pub(crate) fn compressed(key: Key, input: &[u8], stats: &Stats) -> Option<Bytes> {
     let found = CACHE.lock().unwrap_or_else(|e| e.into_inner()).find(key, input)?;
-    found.output.get()?;
+    let bytes = found.output.get()?.clone();
     Stats::add(&stats.compressions_reused, 1);
-    Some(Compressed(found))
+    Some(bytes)
 }
 
-/// Append the no-context-takeover compressed payload of `input` (level, window bits) to `out`:
-/// from the cache when an identical message was compressed already, else compressed now with
-/// this thread's shared deflater and kept. Counts `compressions` or `compressions_reused`.
+/// The no-context-takeover compressed payload of `input` (level, window bits): from the cache
+/// when an identical message was compressed already, else compressed now with this thread's
+/// shared deflater and kept. Counts `compressions` or `compressions_reused`.
 /// (The I/O threads use [`compress_keyed`] with the key the queueing thread computed.)
 #[cfg(test)]
 pub(crate) fn compress_shared(level: u32, bits: u8, input: &[u8], stats: &Stats, out: &mut Vec<u8>) {
-    compress_keyed(level, bits, Key::of(level, bits, input), input, stats, out);
+    out.extend_from_slice(&compress_keyed(level, bits, Key::of(level, bits, input), input, stats));
 }
 
 /// [`compress_shared`] with the key computed already (None: `input` bypasses the cache).
-pub(crate) fn compress_keyed(level: u32, bits: u8, key: Option<Key>, input: &[u8], stats: &Stats, out: &mut Vec<u8>) {
-    let compress = |out: &mut Vec<u8>| {
-        Stats::add(&stats.compressions, 1);
-        deflate::with_shared_deflater(level, bits, |d| d.compress(input, out));
-    };
-    let Some(key) = key else {
-        return compress(out);
-    };
-    let entry = CACHE.lock().unwrap_or_else(|e| e.into_inner()).entry(key, input);
-    let mut ran = false;
-    let bytes = entry.output.get_or_init(|| {
-        ran = true;
-        let mut v = Vec::new();
-        compress(&mut v);
-        v.into_boxed_slice()
-    });
-    if !ran {
-        Stats::add(&stats.compressions_reused, 1);
+pub(crate) fn compress_keyed(level: u32, bits: u8, key: Option<Key>, input: &[u8], stats: &Stats) -> Bytes {
+    match key {
+        Some(key) => cached(key, input).compress(stats),
+        None => compress_now(level, bits, input, stats),
     }
-    out.extend_from_slice(bytes);
+}
+
+fn compress_now(level: u32, bits: u8, input: &[u8], stats: &Stats) -> Bytes {
+    Stats::add(&stats.compressions, 1);
+    let mut out = Vec::new();
+    deflate::with_shared_deflater(level, bits, |d| d.compress(input, &mut out));
+    Bytes::from(out)
+}
+
+/// The cache entry of `input` (inserted, not compressed yet, when there is none): a publish looks
+/// its message up once, and every subscriber's queue holds the entry until it is compressed.
+pub(crate) fn cached(key: Key, input: &[u8]) -> Cached {
+    Cached(CACHE.lock().unwrap_or_else(|e| e.into_inner()).entry(key, input))
+}
+
+/// [`cached`] for a published message: its entry, or one of its own, outside the cache, when it
+/// bypasses the cache (a large message is still compressed once for all subscribers).
+pub(crate) fn cached_or_alone(level: u32, bits: u8, input: &[u8]) -> Cached {
+    match Key::of(level, bits, input) {
+        Some(key) => cached(key, input),
+        None => Cached(Arc::new(Entry { params: (level, bits), input: input.into(), output: OnceLock::new() })),
+    }
+}
+
+/// One message's cache entry (kept alive by its holders even once evicted).
+#[derive(Clone)]
+pub(crate) struct Cached(Arc<Entry>);
+
+impl Cached {
+    /// The compressed payload, once some thread compressed it.
+    pub(crate) fn ready(&self) -> Option<&Bytes> {
+        self.0.output.get()
+    }
+
+    /// The compressed payload: compressed now by this thread if nobody did (a thread that wants it
+    /// while another compresses it waits for that result). Counts `compressions` or
+    /// `compressions_reused`.
+    pub(crate) fn compress(&self, stats: &Stats) -> Bytes {
+        let e = &self.0;
+        let mut ran = false;
+        let bytes = e.output.get_or_init(|| {
+            ran = true;
+            compress_now(e.params.0, e.params.1, &e.input, stats)
+        });
+        if !ran {
+            Stats::add(&stats.compressions_reused, 1);
+        }
+        bytes.clone()
+    }
 }
 
 #[cfg(test)]

@@ -11,7 +11,8 @@
 //! - [`route`]: route patterns and which one a request path matches.
 //! - [`message`]: frames → messages (fragments, limits, inflating, UTF-8).
 //! - [`proxy`]: the PROXY protocol header (v1, v2) before the upgrade, when turned on.
-//! - [`conn`]: the state a connection shares with the JS thread (outbound queue, backpressure).
+//! - [`conn`]: the state a connection shares with the JS thread (sends, publishes, backpressure,
+//!   closes); `outbox`: its outbound queue (owned frames and shared ones, vectored writes).
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
 //!   connection's socket, TCP or unix (adopted from a Node server listening on a path).
@@ -30,6 +31,7 @@ pub mod config;
 pub mod conn;
 pub mod deflate;
 mod deflate_cache;
+mod outbox;
 mod spare;
 pub mod extensions;
 pub mod handler;
@@ -48,7 +50,7 @@ mod testutil;
 
 pub use admission::{Admission, AdmissionConfig, Backlog};
 pub use config::Behavior;
-pub use conn::{Conn, SendStatus};
+pub use conn::{Conn, Published, SendStatus};
 pub use extensions::DeflateConfig;
 pub use handler::{Decision, Handler, OpenInfo, UpgradeInfo};
 pub use route::{path_matches, route_params, UWS_PATTERN_PREFIX};

@@ -11,7 +11,7 @@ use crate::spare::Spares;
 thread_local! {
     /// Message buffers lent while a message is assembled (inflated or fragmented), so an idle
     /// connection keeps none.
-    static SPARE_BUFFERS: Spares = const { Spares::new(8, MAX_IDLE_CAPACITY) };
+    static SPARE_BUFFERS: Spares<u8> = const { Spares::new(8, MAX_IDLE_CAPACITY) };
 }
 
 /// One complete message or control frame, borrowed from the read buffer or the message buffer.

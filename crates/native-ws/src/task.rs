@@ -4,15 +4,17 @@
 
 use crate::codec;
 use crate::config::{CLOSE_WAIT, READ_CHUNK};
-use crate::conn::{Conn, Take, Taken, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
+use crate::conn::{Conn, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
 use crate::deflate::Deflater;
 use crate::deflate_cache;
 use crate::handler::{Handler, OpenInfo};
 use crate::message::{Msg, Reader};
+use crate::outbox::{send_vectored, Payload, Take, Taken};
 use crate::stats::Stats;
+use bytes::Bytes;
 use crate::stream::Stream;
 use std::cell::RefCell;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::mem::ManuallyDrop;
 use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::Ordering::Acquire;
@@ -60,8 +62,10 @@ fn read_once(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
     io_once(stream, Interest::READABLE, buf.len(), |mut s| s.read(buf))
 }
 
-fn write_once(stream: &Stream, bytes: &[u8]) -> io::Result<usize> {
-    io_once(stream, Interest::WRITABLE, bytes.len(), |mut s| s.write(bytes))
+/// One vectored write of the next pieces of `out` (see `outbox::Wire`); the wire's cursor moves
+/// past what the kernel took.
+fn write_once(stream: &Stream, out: &mut Taken) -> io::Result<usize> {
+    out.wire.write_with(|iov, len| io_once(stream, Interest::WRITABLE, len, |s| send_vectored(s.as_raw_fd(), iov)))
 }
 
 fn abnormal() -> Outcome {
@@ -76,11 +80,8 @@ struct Task {
     rbuf: Vec<u8>,
     need: usize,
     reading: bool,
-    /// bytes being written by this task
-    wbuf: Vec<u8>,
-    wpos: usize,
-    taken: Taken,
-    zbuf: Vec<u8>,
+    /// the queue this task is writing
+    out: Taken,
     /// boxed: only sockets compressing with context takeover have one (~150 bytes inline)
     deflater: Option<Box<Deflater>>,
     want_write: bool,
@@ -128,10 +129,7 @@ async fn run_open(conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, handler: Ar
         rbuf: Vec::new(),
         need: 0,
         reading: true,
-        wbuf: Vec::new(),
-        wpos: 0,
-        taken: Taken::default(),
-        zbuf: Vec::new(),
+        out: Taken::default(),
         deflater: None,
         want_write: false,
         linger: false,
@@ -422,13 +420,13 @@ impl Task {
     /// Write what is queued until done or the kernel is full.
     fn pump(&mut self) -> Option<Outcome> {
         loop {
-            if self.wpos == self.wbuf.len() {
-                self.wbuf.clear();
-                self.wpos = 0;
-                match self.conn.take(&mut self.taken) {
+            if self.out.wire.is_empty() {
+                match self.conn.take(&mut self.out) {
                     Take::Taken => self.prepare(),
                     nothing @ (Take::Empty | Take::Drained | Take::Closed) => {
                         self.want_write = false;
+                        self.out.wire.clear();
+                        self.out.wire.trim(crate::config::MAX_IDLE_CAPACITY);
                         if nothing == Take::Drained {
                             self.handler.drain(&self.conn);
                             self.handler.flush();
@@ -437,11 +435,8 @@ impl Task {
                     }
                 }
             }
-            match write_once(&self.stream, &self.wbuf[self.wpos..]) {
-                Ok(n) => {
-                    self.wpos += n;
-                    self.conn.wrote(n);
-                }
+            match write_once(&self.stream, &mut self.out) {
+                Ok(n) => self.conn.wrote(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.want_write = true;
                     return None;
@@ -475,40 +470,39 @@ impl Task {
         sock.shutdown(std::net::Shutdown::Write)
     }
 
-    /// Turn the taken queue into wire bytes in `wbuf`, compressing jobs on this thread.
+    /// Compress the taken queue's jobs on this thread: each becomes its compressed frame in
+    /// place, the payload shared with every socket that sends the same message when it comes
+    /// from the compress-once cache.
     fn prepare(&mut self) {
-        let t = &mut self.taken;
-        if t.jobs.is_empty() {
-            std::mem::swap(&mut self.wbuf, &mut t.buf);
+        if !self.out.wire.has_jobs() {
             return;
         }
-        let negotiated = self.conn.deflate.as_ref().expect("jobs only with deflate");
-        let level = self.conn.deflate_level();
+        let conn = &self.conn;
+        let negotiated = conn.deflate.as_ref().expect("jobs only with deflate");
+        let level = conn.deflate_level();
         let bits = negotiated.server_window_bits;
-        let mut counted = t.buf.len();
-        let mut prev = 0;
-        for job in t.jobs.drain(..) {
-            self.wbuf.extend_from_slice(&t.buf[prev..job.at]);
-            prev = job.at;
-            counted += job.len + codec::header_size(job.len, false);
-            let payload = &t.job_data[job.start..job.start + job.len];
-            self.zbuf.clear();
+        let (job_data, deflater) = (&self.out.job_data, &mut self.deflater);
+        let (before, after) = self.out.wire.compress_jobs(|job| {
+            let payload: &[u8] = match &job.payload {
+                Payload::Cached(cached) => return cached.compress(&conn.stats),
+                Payload::Local { start, .. } => &job_data[*start..*start + job.len],
+                Payload::Shared(bytes) => bytes,
+            };
             if negotiated.server_no_context_takeover {
-                let key = job.key.or_else(|| deflate_cache::Key::of(level, bits, payload));
-                deflate_cache::compress_keyed(level, bits, key, payload, &self.conn.stats, &mut self.zbuf);
+                let key = match job.payload {
+                    Payload::Local { key: Some(key), .. } => Some(key),
+                    _ => deflate_cache::Key::of(level, bits, payload),
+                };
+                deflate_cache::compress_keyed(level, bits, key, payload, &conn.stats)
             } else {
-                Stats::add(&self.conn.stats.compressions, 1);
-                self.deflater
-                    .get_or_insert_with(|| Box::new(Deflater::new(level, bits, false)))
-                    .compress(payload, &mut self.zbuf);
+                Stats::add(&conn.stats.compressions, 1);
+                let mut out = Vec::new();
+                deflater.get_or_insert_with(|| Box::new(Deflater::new(level, bits, false))).compress(payload, &mut out);
+                Bytes::from(out)
             }
-            codec::write_header(&mut self.wbuf, true, true, job.opcode, self.zbuf.len(), None);
-            self.wbuf.extend_from_slice(&self.zbuf);
-        }
-        self.wbuf.extend_from_slice(&t.buf[prev..]);
-        t.buf.clear();
-        t.job_data.clear();
-        self.conn.rebalance(counted, self.wbuf.len());
+        });
+        self.out.job_data.clear();
+        conn.rebalance(before, after);
     }
 }
 

@@ -14,16 +14,13 @@ pub(crate) const BACKPRESSURE_REASON: &str = "backpressure limit";
 impl Task {
     pub(super) fn overflow(&mut self) -> Option<Outcome> {
         let rest = self.conn.overflow_rest();
-        if self.wpos == self.wbuf.len() {
+        if self.out.wire.is_empty() {
             // Nothing of ours on the wire: only what the JS thread began writing, if anything.
-            self.wbuf = rest;
-            self.wpos = 0;
+            self.out.wire = rest;
         } else {
-            // `wbuf` came from the last take: whole frames start after its `partial` bytes.
-            let cut = codec::frame_boundary(&self.wbuf, self.taken.partial, self.wpos);
-            self.wbuf.truncate(cut);
+            self.out.wire.cut_after_current_frame();
         }
-        codec::write_close(&mut self.wbuf, codec::CLOSE_TRY_AGAIN, BACKPRESSURE_REASON);
+        codec::write_close(self.out.wire.buf_mut(), codec::CLOSE_TRY_AGAIN, BACKPRESSURE_REASON);
         self.reading = false;
         self.linger = true;
         let out = (codec::CLOSE_TRY_AGAIN, BACKPRESSURE_REASON.to_string());
