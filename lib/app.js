@@ -5,7 +5,7 @@
 const tls = require('tls');
 const { native, Event, TURN_BUDGET_MS } = require('./constants');
 const O = require('./options');
-const { WebSocket, headerObject } = require('./websocket');
+const { WebSocket, headerObject, batchHandlers } = require('./websocket');
 const { attach, detach } = require('./attach');
 const M = require('./metrics');
 
@@ -102,7 +102,12 @@ class TemplatedApp {
       this._carry = null;
       i = 0;
     }
-    i = this._dispatch(batch, i, left);
+    batchHandlers(true); // the bridge writes what they send when this call returns
+    try {
+      i = this._dispatch(batch, i, left);
+    } finally {
+      batchHandlers(false);
+    }
     if (i < batch.length && !this._closed) {
       this._carry = { batch, i };
       return false;

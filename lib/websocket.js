@@ -29,9 +29,19 @@ function headerObject(joined) {
   return headers;
 }
 
-/** Write this tick's queued frames at the end of the tick (once per tick). */
+// While the handlers of a batch the bridge delivered run, the bridge writes what they queued when
+// the batch returns to it (src/bridge.rs): no end-of-tick flush is needed for those sends.
+let inBatch = false;
+
+/** The handlers of a delivered batch start (true) or are done (false). */
+function batchHandlers(on) {
+  inBatch = on;
+}
+
+/** Write this tick's queued frames at the end of the tick (once per tick), unless the bridge
+ *  writes them at the end of the batch being handled. */
 function scheduleFlush() {
-  if (!flushScheduled) {
+  if (!flushScheduled && !inBatch) {
     flushScheduled = true;
     process.nextTick(flushAll);
   }
@@ -138,4 +148,4 @@ function takeHeaders(ws) {
   return headers;
 }
 
-module.exports = { WebSocket, headerObject, scheduleFlush, takeHeaders };
+module.exports = { WebSocket, headerObject, scheduleFlush, takeHeaders, batchHandlers };
