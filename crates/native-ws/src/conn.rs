@@ -336,8 +336,8 @@ impl Conn {
     pub fn set_timeout(&self, ms: u32) {
         let old = self.timeout_ms.swap(ms, Relaxed);
         // Only an earlier deadline needs the task now. A longer timeout, or none, is found by the
-        // timer armed for the old one when it fires (it re-reads the timeout and re-arms), so
-        // Meteor's two calls per connection (45 s before DDP, off after) wake no I/O thread.
+        // timer armed for the old one when it fires (it re-reads the timeout and re-arms): of
+        // Meteor's two calls per connection (45 s before DDP, off after) only the first wakes it.
         if ms != 0 && (old == 0 || ms < old) {
             self.request(CTL_TIMEOUT);
         }
