@@ -13,7 +13,7 @@
 //!
 //! `app-saturated` is `throughput --app` (main.rs): the same clients, K calls in flight each.
 
-use crate::client::{err, Conn, Rng, Target, OP_CLOSE, OP_TEXT};
+use crate::client::{err, Conn, Rng, Target, Writer, OP_CLOSE, OP_TEXT};
 use crate::ddp::{answer_ping, kind, num_after, Call, ID_KEY};
 use crate::util::{cpu_seconds, mark, mean_us, ns32, pct_us, Json, Opts};
 use crate::{first_errors, open_many};
@@ -35,6 +35,38 @@ pub fn add_task() -> Call {
 #[inline]
 pub fn is_error_result(p: &[u8]) -> bool {
     memmem::find(p, br#""error":"#).is_some()
+}
+
+/// A method's `result` frame: the id's call leaves `pending` and its start time is returned; an
+/// error result (when `check_error`), no numeric id or an id not in flight is an error.
+pub fn take_result(p: &[u8], pending: &mut Vec<(u64, Instant)>, check_error: bool) -> io::Result<Instant> {
+    if check_error && is_error_result(p) {
+        return Err(err(format!("method error: {}", String::from_utf8_lossy(p))));
+    }
+    let id = num_after(p, ID_KEY).ok_or_else(|| err("result without a numeric id"))?;
+    let idx = pending
+        .iter()
+        .position(|&(i, _)| i == id)
+        .ok_or_else(|| err(format!("result for an id not in flight: {id}")))?;
+    Ok(pending.swap_remove(idx).1)
+}
+
+/// Any frame but a `result`: `added` is counted, a DDP `error` or a close frame is an error, a
+/// ping is answered, the rest (`updated`, ...) is ignored.
+pub fn other_frame(wr: &mut Writer, op: u8, p: &[u8], added: &mut u64) -> io::Result<()> {
+    if op == OP_TEXT {
+        match kind(p) {
+            b"added" => *added += 1,
+            b"error" => return Err(err(format!("DDP error: {}", String::from_utf8_lossy(p)))),
+            _ => {}
+        }
+        return Ok(());
+    }
+    if op == OP_CLOSE {
+        return Err(err("server sent a close frame"));
+    }
+    answer_ping(wr, op, p);
+    Ok(())
 }
 
 /// How long after the last scheduled call the replies are awaited.
@@ -85,37 +117,11 @@ async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, d
             }
             let now = Instant::now();
             while let Some((op, p)) = c.rd.next_frame()? {
-                if op == OP_TEXT {
-                    let k = kind(p);
-                    if k == b"result" {
-                        if is_error_result(p) {
-                            return Err(err(format!("method error: {}", String::from_utf8_lossy(p))));
-                        }
-                        let rid = num_after(p, ID_KEY).ok_or_else(|| err("result without a numeric id"))?;
-                        let idx = pending
-                            .iter()
-                            .position(|&(i, _)| i == rid)
-                            .ok_or_else(|| err(format!("result for an id not in flight: {rid}")))?;
-                        let (_, t0) = pending.swap_remove(idx);
-                        out.lat.push(ns32(now - t0));
-                        continue;
-                    }
-                    if k == b"added" {
-                        out.added += 1;
-                        continue;
-                    }
-                    if k == b"updated" {
-                        continue;
-                    }
-                    if k == b"error" {
-                        return Err(err(format!("DDP error: {}", String::from_utf8_lossy(p))));
-                    }
-                }
-                if answer_ping(&mut c.wr, op, p) {
-                    continue;
-                }
-                if op == OP_CLOSE {
-                    return Err(err("server sent a close frame"));
+                if op == OP_TEXT && kind(p) == b"result" {
+                    let t0 = take_result(p, &mut pending, true)?;
+                    out.lat.push(ns32(now - t0));
+                } else {
+                    other_frame(&mut c.wr, op, p, &mut out.added)?;
                 }
             }
             if c.wr.pending() {

@@ -287,46 +287,20 @@ async fn echo_loop(
             let in_window = now < deadline;
             stopping = !in_window;
             while let Some((op, p)) = c.rd.next_frame()? {
-                if op == OP_TEXT {
-                    let k = kind(p);
-                    if k == b"result" {
-                        if app && app::is_error_result(p) {
-                            return Err(err(format!("method error: {}", String::from_utf8_lossy(p))));
+                if op == OP_TEXT && kind(p) == b"result" {
+                    let t0 = app::take_result(p, &mut pending, app)?;
+                    out.lat.push(ns32(now - t0));
+                    if in_window {
+                        out.done += 1;
+                        call.push(&mut c.wr, next_id);
+                        pending.push((next_id, now));
+                        next_id += 1;
+                        if !coalesce {
+                            c.wr.try_flush(&c.stream)?;
                         }
-                        let id = num_after(p, ID_KEY).ok_or_else(|| err("result without a numeric id"))?;
-                        let idx = pending
-                            .iter()
-                            .position(|&(i, _)| i == id)
-                            .ok_or_else(|| err(format!("result for an id not in flight: {id}")))?;
-                        let (_, t0) = pending.swap_remove(idx);
-                        out.lat.push(ns32(now - t0));
-                        if in_window {
-                            out.done += 1;
-                            call.push(&mut c.wr, next_id);
-                            pending.push((next_id, now));
-                            next_id += 1;
-                            if !coalesce {
-                                c.wr.try_flush(&c.stream)?;
-                            }
-                        }
-                        continue;
                     }
-                    if k == b"updated" {
-                        continue;
-                    }
-                    if k == b"added" {
-                        out.added += 1;
-                        continue;
-                    }
-                    if k == b"error" {
-                        return Err(err(format!("DDP error: {}", String::from_utf8_lossy(p))));
-                    }
-                }
-                if answer_ping(&mut c.wr, op, p) {
-                    continue;
-                }
-                if op == OP_CLOSE {
-                    return Err(err("server sent a close frame"));
+                } else {
+                    app::other_frame(&mut c.wr, op, p, &mut out.added)?;
                 }
             }
             if c.wr.pending() {
