@@ -8,25 +8,16 @@ const RSS_WORKLOADS = ['idle', 'idle_deflate'];
 const DEFLATE_RSS_TARGET = 2;
 
 /** The app workloads' tables: the figures per transport, and native ÷ uws against issue #22's targets. */
-const APP_COLUMNS = {
-  'app-rate': [
-    { key: 'calls_per_s', label: 'calls/s', digits: 0 },
-    { key: 'server_cpu_us_per_call', label: 'process CPU µs/call', digits: 1 },
-    { key: 'js_us_per_call', label: 'JS-thread µs/call', digits: 1 },
-    { key: 'lat_p50_ms', label: 'p50 ms', digits: 2 },
-    { key: 'lat_p95_ms', label: 'p95 ms', digits: 2 },
-    { key: 'lat_p99_ms', label: 'p99 ms', digits: 2 },
-    { key: 'rss_end_mib', label: 'RSS MiB', digits: 1 },
-  ],
-  'app-saturated': [
-    { key: 'calls_per_s', label: 'calls/s', digits: 0 },
-    { key: 'server_cpu_us_per_call', label: 'process CPU µs/call', digits: 1 },
-    { key: 'js_us_per_call', label: 'JS-thread µs/call', digits: 1 },
-    { key: 'lat_p50_ms', label: 'p50 ms', digits: 2 },
-    { key: 'lat_p95_ms', label: 'p95 ms', digits: 2 },
-    { key: 'rss_end_mib', label: 'RSS MiB', digits: 1 },
-  ],
-};
+const appColumns = (withP99) => [
+  { key: 'calls_per_s', label: 'calls/s', digits: 0 },
+  { key: 'server_cpu_us_per_call', label: 'process CPU µs/call', digits: 1 },
+  { key: 'js_us_per_call', label: 'JS-thread µs/call', digits: 1 },
+  { key: 'lat_p50_ms', label: 'p50 ms', digits: 2 },
+  { key: 'lat_p95_ms', label: 'p95 ms', digits: 2 },
+  ...(withP99 ? [{ key: 'lat_p99_ms', label: 'p99 ms', digits: 2 }] : []),
+  { key: 'rss_end_mib', label: 'RSS MiB', digits: 1 },
+];
+const APP_COLUMNS = { 'app-rate': appColumns(true), 'app-saturated': appColumns(false) };
 const APP_NATIVE = ['native-attach', 'native-listen'];
 const APP_UWS = [['uws-proxied', "as Meteor runs uWS: shim + proxy hop"], ['uws-raw', 'uWS.js direct, no shim']];
 /** native ÷ uws must be `op` target (issue #22). */
