@@ -20,19 +20,17 @@ use crate::sockets;
 use napi::sys;
 use native_ws::codec::{OP_BINARY, OP_CONTINUATION, OP_PING, OP_TEXT};
 use native_ws::conn::NOT_FINAL;
-use native_ws::config::{CORK_SOCKETS, FIRST_CORK_SOCKETS};
+use native_ws::cork::Cork;
 use native_ws::{Conn, Published, SendStatus};
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 use std::ffi::{c_void, CStr};
 use std::ptr;
 use std::sync::Arc;
 
 thread_local! {
-    /// Sockets with frames queued in this JS tick; flushed once at the end of the tick.
-    static DIRTY: RefCell<Vec<Arc<Conn>>> = const { RefCell::new(Vec::new()) };
-    /// How many waiting sockets are written before the tick ends: FIRST_CORK_SOCKETS until the
-    /// tick's first batch left, then CORK_SOCKETS.
-    static CORK_BOUND: Cell<usize> = const { Cell::new(FIRST_CORK_SOCKETS) };
+    /// Sockets with frames queued in this JS tick (or delivered batch), written together at its
+    /// end, or in groups during a large fan-out (see the core's `cork`).
+    static CORK: RefCell<Cork<Arc<Conn>>> = const { RefCell::new(Cork::new()) };
 }
 
 /// Longest string (in UTF-16 units) encoded without measuring it first.
@@ -78,20 +76,11 @@ impl SendKind {
 /// What `send` answers for a socket that is already closed.
 pub const CLOSED: SendStatus = SendStatus::Dropped;
 
-/// End of the JS tick: write every socket that queued frames (one write per socket).
-pub fn flush_dirty() {
-    let dirty = DIRTY.with(|d| std::mem::take(&mut *d.borrow_mut()));
-    for conn in &dirty {
+/// Write these sockets' queued frames (one write each).
+fn write(conns: &[Arc<Conn>]) {
+    for conn in conns {
         conn.flush();
     }
-    DIRTY.with(|d| {
-        let mut d = d.borrow_mut();
-        if d.is_empty() {
-            let mut dirty = dirty;
-            dirty.clear();
-            *d = dirty;
-        }
-    });
 }
 
 /// Queue one frame on `id`; `fill` appends the payload (at least `min_len` bytes).
@@ -99,27 +88,16 @@ fn queue(id: u32, opcode: u8, min_len: usize, compress: bool, fill: impl FnOnce(
     queue_with(id, |conn| conn.send(opcode, min_len, compress, fill))
 }
 
-/// Queue on `id` with `send` (a [`Conn::send`] or [`Conn::publish`]). Once
-/// [`FIRST_CORK_SOCKETS`] sockets have frames waiting in this tick, and then every
-/// [`CORK_SOCKETS`], they are written right away: in a large fan-out the first deliveries leave
-/// after a few sends, not after the tick's last, and each socket is still written once (a
-/// fan-out reaches every socket once per tick).
+/// Queue on `id` with `send` (a [`Conn::send`] or [`Conn::publish`]); a socket's first frame
+/// of the tick puts it in the cork, which may hand back a group of other sockets to write now.
 fn queue_with(id: u32, send: impl FnOnce(&Conn) -> (SendStatus, bool)) -> SendStatus {
-    let (status, cork_full) = sockets::with(id, |conn| {
+    let (status, ready) = sockets::with(id, |conn| {
         let (status, newly_dirty) = send(conn);
-        let cork_full = newly_dirty
-            && DIRTY.with(|d| {
-                let mut d = d.borrow_mut();
-                d.push(conn.clone());
-                d.len() >= CORK_BOUND.get()
-            });
-        (status, cork_full)
+        let ready = if newly_dirty { CORK.with(|c| c.borrow_mut().join(conn.clone())) } else { Vec::new() };
+        (status, ready)
     })
-    .unwrap_or((CLOSED, false));
-    if cork_full {
-        CORK_BOUND.set(CORK_SOCKETS);
-        flush_dirty();
-    }
+    .unwrap_or((CLOSED, Vec::new()));
+    write(&ready);
     status
 }
 
@@ -323,8 +301,9 @@ unsafe extern "C" fn publish(env: sys::napi_env, info: sys::napi_callback_info) 
 /// The end of a JS tick, or of a batch of events the bridge delivered: write every socket that
 /// queued frames; the next sends start a new cork.
 pub fn end_of_batch() {
-    flush_dirty();
-    CORK_BOUND.set(FIRST_CORK_SOCKETS);
+    let waiting = CORK.with(|c| c.borrow_mut().end());
+    write(&waiting);
+    CORK.with(|c| c.borrow_mut().recycle(waiting));
 }
 
 unsafe extern "C" fn flush_all(_env: sys::napi_env, _info: sys::napi_callback_info) -> sys::napi_value {

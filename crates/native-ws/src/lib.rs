@@ -13,6 +13,7 @@
 //! - [`proxy`]: the PROXY protocol header (v1, v2) before the upgrade, when turned on.
 //! - [`conn`]: the state a connection shares with the JS thread (sends, publishes, backpressure,
 //!   closes); `outbox`: its outbound queue (owned frames and shared ones, vectored writes).
+//! - [`cork`]: which sockets a JS tick's sends are written on together, and when a group leaves.
 //! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
 //!   connection's socket, TCP or unix (adopted from a Node server listening on a path).
@@ -29,6 +30,7 @@ pub mod admission;
 pub mod codec;
 pub mod config;
 pub mod conn;
+pub mod cork;
 pub mod deflate;
 mod deflate_cache;
 mod outbox;
