@@ -18,7 +18,7 @@ const appColumns = (withP99) => [
   { key: 'rss_end_mib', label: 'RSS MiB', digits: 1 },
 ];
 const APP_COLUMNS = { 'app-rate': appColumns(true), 'app-saturated': appColumns(false) };
-const APP_NATIVE = ['native-attach', 'native-listen'];
+const APP_NATIVE = ['native-attach', 'native-listen', 'native-raw'];
 const APP_UWS = [['uws-proxied', "as Meteor runs uWS: shim + proxy hop"], ['uws-raw', 'uWS.js direct, no shim']];
 /** native ÷ uws must be `op` target (issue #22). */
 const APP_TARGETS = [
@@ -39,6 +39,7 @@ const COLORS = {
   'uws-proxied': '#f0b86e',
   'native-attach': '#1f8a4c',
   'native-listen': '#4cbf7a',
+  'native-raw': '#8fd9a8',
   'native-rust': '#145a32',
 };
 

@@ -49,6 +49,8 @@ const TRANSPORTS = [
     compression: true },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
+  { name: 'native-raw', description: "ddp-transport-native's own listener wired as uws-raw wires uWS.js: its handlers call the DDP session directly (no shim); the like-for-like row for uws-raw",
+    command: nodeServer('native-raw.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
   // Before/after comparisons: with BENCH_BASE_PKG=<another checkout, built>, the native servers run
   // that checkout's addon too (`native-attach@base`, `native-listen@base`, `native-publish@base`),
   // interleaved with this one's in every round.
