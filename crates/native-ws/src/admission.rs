@@ -20,11 +20,11 @@ use std::time::{Duration, Instant};
 
 /// How often the upgrade at the door looks again while the consumer is behind.
 const DOOR_POLL: Duration = Duration::from_millis(5);
-/// While upgrades queue at the door, [`DOOR_BATCH`] pass per this interval at most (4,000 a
+/// While upgrades queue at the door, [`DOOR_BATCH`] pass per this interval at most (500 a
 /// second): an admitted client's first message reaches the consumer's queue a moment after its
 /// 101, so without spacing the door would let hundreds through before the lag they cause shows.
-const DOOR_SPACING: Duration = Duration::from_millis(1);
-const DOOR_BATCH: u64 = 4;
+const DOOR_SPACING: Duration = Duration::from_millis(2);
+const DOOR_BATCH: u64 = 1;
 
 /// The consumer's backlog, as admission sees it (the JS bridge implements it).
 pub trait Backlog: Send + Sync {
