@@ -40,7 +40,7 @@ export interface AdmissionOptions {
    *  taken yet; new upgrades wait while this many do (0..1e6, default 256; 0 = no bound). */
   maxPendingOpens?: number;
   /** New upgrades wait while JS's oldest unhandled event has waited longer than this, ms
-   *  (0..60000, default 20; 0 = no bound): keeps existing clients' latency near it in a storm. */
+   *  (0..60000, default 10; 0 = no bound): keeps existing clients' latency near it in a storm. */
   maxLagMs?: number;
   /** Longest an upgrade is held before it is refused, ms (0..8000, default 5000). */
   holdMs?: number;

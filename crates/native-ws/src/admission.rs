@@ -63,11 +63,11 @@ impl AdmissionConfig {
 impl Default for AdmissionConfig {
     /// The main API's and the Meteor adapter's default: 2,000 upgrades a second after a burst of
     /// 1,000, at most 256 admitted sockets waiting for their open event, new upgrades held while
-    /// the consumer's oldest event has waited more than 20 ms, held up to 5 s, `Retry-After: 2`.
+    /// the consumer's oldest event has waited more than 10 ms, held up to 5 s, `Retry-After: 2`.
     /// The rate is a coarse guard (5,000 clients reconnecting at once to an idle server all pass
     /// within 2 s); the lag bound is what adapts to the app.
     fn default() -> Self {
-        AdmissionConfig { rate: 2000, burst: 1000, max_pending: 256, max_lag_ms: 20, hold_ms: 5000, retry_after_s: 2 }
+        AdmissionConfig { rate: 2000, burst: 1000, max_pending: 256, max_lag_ms: 10, hold_ms: 5000, retry_after_s: 2 }
     }
 }
 
