@@ -234,7 +234,27 @@ class ShimSocket extends EventEmitter {
   }
 }
 
+/** The own-listener bench servers (native-listen, native-raw): ddp-transport-native's App with one
+ *  I/O thread (BENCH_ADMISSION=0: admission control off), route '/*' with the bench's settings and
+ *  `handlers` (open, message, close), listening on the bench port; exits as exitRules says. */
+function serveNative(handlers) {
+  const { App } = require(pkgArg());
+  const app = App(process.env.BENCH_ADMISSION === '0' ? { threads: 1, admission: false } : { threads: 1 });
+  app.ws('/*', {
+    compression: COMPRESS ? { ...METEOR_DEFLATE } : false,
+    maxPayloadLength: MAX_PAYLOAD,
+    idleTimeout: 0,
+    sendPingsAutomatically: false,
+    ...handlers,
+  });
+  exitRules(() => app.close());
+  app.listen('127.0.0.1', portArg(), (token, error) => {
+    if (!token) { console.error(`listen failed: ${error && error.message}`); process.exit(1); }
+    ready(token.port);
+  });
+}
+
 module.exports = {
   ROOT, COMPRESS, MAX_PAYLOAD, METEOR_DEFLATE,
-  portArg, pkgArg, ready, exitRules, loadDdp, isWebsocketPath, ShimSocket,
+  portArg, pkgArg, ready, exitRules, loadDdp, isWebsocketPath, ShimSocket, serveNative,
 };
