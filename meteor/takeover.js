@@ -19,6 +19,7 @@
 
 const { describe: show } = require('../lib/describe');
 const { isPlainObject, meteorGlobal, validateSettings, SETTING_KEYS, SETTING_DEFAULTS } = require('./settings');
+const { installClientFallback } = require('./client-fallback');
 
 const PACKAGE = 'ddp-transport-native';
 const NAME = 'native';
@@ -108,6 +109,7 @@ function describeCompression(c) {
  * @param {object} ctx
  * @param {object} ctx.Meteor          Meteor (settings, server)
  * @param {object} ctx.WebApp          WebApp (httpServer)
+ * @param {object} [ctx.WebAppInternals] WebAppInternals (the page's SockJS fallback script)
  * @param {object} ctx.runtimeConfig   __meteor_runtime_config__
  * @param {string} [ctx.source]        how it was loaded (for the log lines)
  * @param {{ info?: Function, log?: Function, warn: Function }} [ctx.logger]  default: console
@@ -188,6 +190,8 @@ function takeOver(ctx) {
   // clients use SockJS only when DDP_TRANSPORT is "sockjs". /sockjs stays mounted.
   runtimeConfig.DISABLE_SOCKJS = true;
   runtimeConfig.DDP_TRANSPORT = NAME;
+  // A browser whose WebSocket constructor fails turns the flags back and uses SockJS.
+  installClientFallback(ctx.WebAppInternals);
 
   const status = done('serving', ctx.source || 'takeover', { transport, settings });
   Object.defineProperty(ss, OWNER, { value: status, enumerable: false, configurable: true });
@@ -208,8 +212,8 @@ function takeOverFromGlobals(source, logger = console) {
     logger.warn(`${LOG_PREFIX} ${source}: not a Meteor server process; nothing done.`);
     return { state: 'unavailable', reason: 'not a Meteor server process' };
   }
-  const WebApp = g.Package.webapp && g.Package.webapp.WebApp;
-  return takeOver({ Meteor, WebApp, runtimeConfig: g.__meteor_runtime_config__, source, logger });
+  const { WebApp, WebAppInternals } = g.Package.webapp || {};
+  return takeOver({ Meteor, WebApp, WebAppInternals, runtimeConfig: g.__meteor_runtime_config__, source, logger });
 }
 
 /**
