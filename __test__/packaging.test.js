@@ -66,6 +66,22 @@ test('without the platform package (--omit=optional): one message naming the pac
   assert.ok(r.stderr.split('\n').filter((l) => /^\s+at /.test(l)).length <= 1, r.stderr);
 });
 
+test('node_modules installed on another platform (a bundle built on a Mac): names the build step', () => {
+  const other = platformName() === 'darwin-arm64' ? 'linux-x64-gnu' : 'darwin-arm64';
+  const r = requireInstalled((dir) => {
+    const name = `${pkg.name}-${other}`;
+    const at = path.join(dir, 'node_modules', name);
+    fs.mkdirSync(at);
+    fs.writeFileSync(path.join(at, 'package.json'), JSON.stringify({ name, version: pkg.version }));
+  });
+  assert.notEqual(r.status, 0);
+  const [os_, cpu, libc] = platformName().split('-');
+  assert.match(r.stderr, new RegExp(`no prebuilt binary for ${platformName()} here, only ${pkg.name}-${other}`));
+  const step = `meteor npm install --no-save --os=${os_} --cpu=${cpu}${libc ? ` --libc=${libc === 'gnu' ? 'glibc' : libc}` : ''}`;
+  assert.ok(r.stderr.includes(step), r.stderr);
+  assert.ok(r.stderr.includes(`npm install --no-save ${pkg.name}-${platformName()}@${pkg.version}`), r.stderr);
+});
+
 test('a platform package whose binary does not load: says so, with the reason', () => {
   const r = requireInstalled((dir) => {
     const name = `${pkg.name}-${platformName()}`;

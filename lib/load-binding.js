@@ -50,6 +50,8 @@ function explain(loadError) {
     // not installed
   }
   if (installed === null) {
+    const others = installedPlatforms().filter((p) => p !== platform);
+    if (others.length) return builtElsewhere(platform, others, spec);
     return [`${pkg.name}: no prebuilt binary for ${platform} was installed (optional dependencies omitted?).`,
       `It comes in ${spec}, an optional dependency of ${pkg.name}.`,
       `Reinstall without --omit=optional (npm), --no-optional (npm 6) or --ignore-optional (yarn), or add it: npm install ${spec}`,
@@ -63,6 +65,32 @@ function explain(loadError) {
     ...why,
     'The linux gnu binaries need glibc >= 2.17 (musl systems such as Alpine get the -musl package).',
     fromSource];
+}
+
+/** The platform packages installed next to this package (npm installs the one of the machine it
+ *  ran on: another one here means node_modules was copied from another machine). */
+function installedPlatforms() {
+  return prebuiltPlatforms().filter((p) => {
+    try {
+      require.resolve(`${pkg.name}-${p}/package.json`, { paths: [ROOT] });
+      return true;
+    } catch {
+      return false;
+    }
+  });
+}
+
+/** node_modules installed on another platform and copied here: a Meteor bundle built on macOS or
+ *  Windows for a Linux server (Meteor Up, Galaxy, a Docker image). The step that fixes it runs
+ *  where the bundle is built; docs/deploying.md. */
+function builtElsewhere(platform, others, spec) {
+  const [os, cpu, libc] = platform.split('-');
+  const flags = `--os=${os} --cpu=${cpu}${libc ? ` --libc=${libc === 'gnu' ? 'glibc' : libc}` : ''}`;
+  return [`${pkg.name}: no prebuilt binary for ${platform} here, only ${others.map((p) => `${pkg.name}-${p}`).join(', ')}: ` +
+      `these node_modules were installed on ${others.join('/')} and copied (a bundle built on another machine?).`,
+    `Where you build, before \`meteor build\` (or \`meteor deploy\`, \`mup deploy\`): \`meteor npm install --no-save ${flags}\` ` +
+      '(npm >= 9.6; it adds this platform\'s package and keeps yours), or on this machine: ' +
+      `\`npm install --no-save ${spec}\` next to ${pkg.name}. See "Deploying" in ${pkg.name}'s docs (docs/deploying.md).`];
 }
 
 /** The loader's own errors: its "Cannot find native binding" carries them (messages only, as new
