@@ -21,13 +21,13 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const { spawn, spawnSync } = require('node:child_process');
+const { spawnSync } = require('node:child_process');
+const { VERDACCIO, startRegistry, publish } = require('./lib/local-registry');
 
 const ROOT = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
 const DIST = path.join(ROOT, 'dist');
 const CACHE = path.join(ROOT, '.cache', 'test-dist');
-const VERDACCIO = '6.10.4';
 const QEMU = '/usr/bin/qemu-aarch64-static';
 const ARM64_SYSROOT = '/usr/aarch64-linux-gnu';
 const ALL = process.argv.includes('--all');
@@ -35,7 +35,7 @@ const KEEP = process.argv.includes('--keep');
 const TOTAL_TIMEOUT_MS = (ALL ? 40 : 15) * 60 * 1000;
 
 const results = [];
-let verdaccio = null;
+let registry = null;
 let tmp = null;
 
 function log(line = '') {
@@ -123,101 +123,6 @@ function wsTarball() {
     must(hostNpm(['pack', `ws@${version}`, '--pack-destination', dir], { timeout: 300_000 }), `npm pack ws@${version}`);
   }
   return file;
-}
-
-function verdaccioBin() {
-  const dir = path.join(CACHE, `verdaccio-${VERDACCIO}`);
-  const bin = path.join(dir, 'node_modules', 'verdaccio', 'bin', 'verdaccio');
-  if (fs.existsSync(bin)) return bin;
-  fs.mkdirSync(dir, { recursive: true });
-  // node-fetch: verdaccio-audit asks for the dist-tag `cjs` (= 2.x), which not every registry
-  // mirror carries; pin the same line. The audit middleware is disabled anyway.
-  fs.writeFileSync(path.join(dir, 'package.json'), JSON.stringify({ private: true, overrides: { 'node-fetch': '2.7.0' } }));
-  log(`installing verdaccio@${VERDACCIO} into ${path.relative(ROOT, dir)}`);
-  must(hostNpm(['install', '--no-audit', '--no-fund', '--no-package-lock', '--omit=dev', `verdaccio@${VERDACCIO}`],
-    { cwd: dir, timeout: 600_000 }), 'npm install verdaccio');
-  return bin;
-}
-
-// ---------------------------------------------------------------------------------------------
-// The registry
-
-/** verdaccio 6 needs Node >= 22: it runs on one of the downloaded Node binaries. */
-async function startRegistry(dir, nodeBin) {
-  fs.mkdirSync(dir, { recursive: true });
-  // verdaccio does not report the port it got for port 0: try random free-looking ports instead.
-  for (let attempt = 1; ; attempt++) {
-    const port = 20000 + Math.floor(Math.random() * 30000);
-    const up = await launchRegistry(dir, nodeBin, port);
-    if (up === true) return registryUser(`http://127.0.0.1:${port}/`, port, dir);
-    if (attempt === 5 || !/EADDRINUSE/.test(up)) throw new Error(`verdaccio did not start: ${up}`);
-  }
-}
-
-/** Starts verdaccio on the port; true once it answers /-/ping, else why it did not. */
-async function launchRegistry(dir, nodeBin, port) {
-  const config = path.join(dir, 'verdaccio.yaml');
-  fs.writeFileSync(config, [
-    `storage: ${JSON.stringify(path.join(dir, 'storage'))}`,
-    'auth:',
-    '  htpasswd:',
-    `    file: ${JSON.stringify(path.join(dir, 'htpasswd'))}`,
-    '    max_users: 10',
-    'uplinks: {}',
-    'packages:',
-    "  '**':",
-    '    access: $all',
-    '    publish: $all',
-    '    unpublish: $all',
-    'middlewares:',
-    '  audit:',
-    '    enabled: false',
-    'web:',
-    '  enable: false',
-    'publish:',
-    '  allow_offline: true',
-    'log: { type: stdout, format: json, level: warn }',
-    '',
-  ].join('\n'));
-  const logFile = path.join(dir, 'verdaccio.log');
-  const out = fs.openSync(logFile, 'w');
-  verdaccio = spawn(nodeBin, [verdaccioBin(), '--config', config, '--listen', `127.0.0.1:${port}`],
-    { cwd: dir, stdio: ['ignore', out, out] });
-  fs.closeSync(out);
-  const until = Date.now() + 60_000;
-  for (;;) {
-    if (verdaccio.exitCode !== null) {
-      verdaccio = null;
-      return fs.readFileSync(logFile, 'utf8');
-    }
-    try {
-      const res = await fetch(`http://127.0.0.1:${port}/-/ping`);
-      if (res.ok) return true;
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > until) return 'no answer within 60 s';
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
-
-async function registryUser(url, port, dir) {
-  // A user, for a token: npm publishes only with credentials.
-  const res = await fetch(`${url}-/user/org.couchdb.user:smoke`, {
-    method: 'PUT',
-    headers: { 'content-type': 'application/json' },
-    body: JSON.stringify({ name: 'smoke', password: 'smoke-test-only' }),
-  });
-  const { token } = await res.json();
-  if (!token) throw new Error(`verdaccio gave no token (${res.status})`);
-  const npmrc = path.join(dir, 'publish.npmrc');
-  fs.writeFileSync(npmrc, `registry=${url}\n//127.0.0.1:${port}/:_authToken=${token}\n`);
-  return { url, port, npmrc };
-}
-
-function stopRegistry() {
-  if (verdaccio && verdaccio.exitCode === null) verdaccio.kill('SIGTERM');
-  verdaccio = null;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -386,15 +291,13 @@ async function main() {
     npmCli(c.npm);
   }
   const ws = wsTarball();
-  const reg = await startRegistry(path.join(tmp, 'registry'), nodeBinary('x64', x64['24']));
+  const reg = await startRegistry({ dir: path.join(tmp, 'registry'), nodeBin: nodeBinary('x64', x64['24']), cacheDir: CACHE, npm: hostNpm });
+  registry = reg;
   log(`verdaccio ${VERDACCIO} (on Node ${x64['24']}) at ${reg.url}: no uplinks, storage in ${tmp}`);
 
   // Publish: the platform packages first, then the root (the order a release uses), then ws.
   const publishStarted = Date.now();
-  for (const f of [...platformTarballs, rootTarball].map((x) => path.join(DIST, x)).concat(ws)) {
-    must(hostNpm(['publish', f, '--registry', reg.url, '--userconfig', reg.npmrc, '--tag', 'latest', '--no-provenance'],
-      { env: { ...process.env, npm_config_loglevel: 'error' } }), `npm publish ${path.basename(f)}`);
-  }
+  publish(reg, [...platformTarballs, rootTarball].map((x) => path.join(DIST, x)).concat(ws), hostNpm);
   log(`published ${platformTarballs.length + 2} tarballs in ${secs(Date.now() - publishStarted)}`);
 
   log(`\nNode versions: ${[...new Set(cells.map((c) => `${c.node} (${c.arch})`))].join(', ')}; npm: ${[...new Set(cells.map((c) => c.npm))].join(', ')}`);
@@ -415,7 +318,7 @@ const overall = setTimeout(() => {
 
 function finish(code) {
   clearTimeout(overall);
-  stopRegistry();
+  if (registry) registry.stop();
   if (tmp && !KEEP) fs.rmSync(tmp, { recursive: true, force: true });
   else if (tmp) log(`kept ${tmp}`);
   const ran = results.filter((r) => !r.skipped);
