@@ -85,7 +85,7 @@ function installedPlatforms() {
  *  where the bundle is built; docs/deploying.md. */
 function builtElsewhere(platform, others, spec) {
   const [os, cpu, libc] = platform.split('-');
-  const flags = `--os=${os} --cpu=${cpu}${libc ? ` --libc=${libc === 'gnu' ? 'glibc' : libc}` : ''}`;
+  const flags = `--os=${os} --cpu=${cpu}${os === 'linux' && libc ? ` --libc=${libc === 'gnu' ? 'glibc' : libc}` : ''}`;
   return [`${pkg.name}: no prebuilt binary for ${platform} here, only ${others.map((p) => `${pkg.name}-${p}`).join(', ')}: ` +
       `these node_modules were installed on ${others.join('/')} and copied (a bundle built on another machine?).`,
     `Where you build, before \`meteor build\` (or \`meteor deploy\`, \`mup deploy\`): \`meteor npm install --no-save ${flags}\` ` +
