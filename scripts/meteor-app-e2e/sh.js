@@ -1,11 +1,12 @@
 'use strict';
 // Process helpers of the real-app suite: run a command (output to a log file, bounded in time),
-// npm pack from the registry, a free port, waiting for a port.
+// npm pack from the registry, a free port (the tests' helper), waiting for a port.
 
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
 const { spawnSync } = require('node:child_process');
+const { freePort } = require('../../__test__/helpers/common');
 
 let logFile = null;
 
@@ -57,18 +58,6 @@ function npmPack(spec, dir, npm = 'npm') {
   const file = path.join(dir, path.basename(filename));
   fs.writeFileSync(marker, file);
   return file;
-}
-
-/** A free TCP port on 127.0.0.1. */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 /** Resolves when something accepts on 127.0.0.1:port; rejects after ms. */
