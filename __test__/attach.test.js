@@ -108,6 +108,13 @@ function selfSignedCert() {
 const NO_OPENSSL = 'openssl not installed: apt-get install -y openssl';
 after(() => { if (certDir) fs.rmSync(certDir, { recursive: true, force: true }); });
 
+/** An app echoing on /websocket (no idle timeout); `open` is its open handler. */
+function echoApp(s, open) {
+  const app = s.trackApp(App());
+  app.ws('/websocket', { idleTimeout: 0, open, message(ws, data, isBinary) { ws.send(data, isBinary); } });
+  return app;
+}
+
 const describeListeners = (l) => l.map((x) => `${x.address}:${x.port}`).join(', ');
 
 // ---- adoption churn -------------------------------------------------------------------------
@@ -187,12 +194,7 @@ test('open fires for an adopted socket before the client sends anything (the ser
   const s = scope(t);
   const { server, port } = await startHttp(t);
   const opens = [];
-  const app = s.trackApp(App());
-  app.ws('/websocket', {
-    idleTimeout: 0,
-    open(ws) { opens.push(ws.getRemotePort()); ws.send('welcome'); },
-    message(ws, data, isBinary) { ws.send(data, isBinary); },
-  });
+  const app = echoApp(s, (ws) => { opens.push(ws.getRemotePort()); ws.send('welcome'); });
   app.attach(server);
   const c = await s.ws(`ws://127.0.0.1:${port}/websocket`);
   let greeting = null;
@@ -444,12 +446,7 @@ test('the pipe path (Windows\' only path; DDP_TRANSPORT_NATIVE_SAME_PORT=pipe el
   const s = scope(t);
   const { server, port } = await startHttp(t);
   const opens = [];
-  const app = s.trackApp(App());
-  app.ws('/websocket', {
-    idleTimeout: 0,
-    open(ws) { opens.push({ address: ws.getRemoteAddressAsText(), port: ws.getRemotePort() }); },
-    message(ws, data, isBinary) { ws.send(data, isBinary); },
-  });
+  const app = echoApp(s, (ws) => { opens.push({ address: ws.getRemoteAddressAsText(), port: ws.getRemotePort() }); });
   await withSamePort('pipe', () => app.attach(server));
   const c = await s.ws(`ws://127.0.0.1:${port}/websocket`);
   c.ws.send('piped');
