@@ -250,8 +250,8 @@ impl Conn {
         }
         // Write until done, or until the kernel is full or the peer is gone: in both cases the
         // I/O task takes over, waits for writability and discovers any error itself.
-        // SAFETY of the socket: it stays open while state != Closed (the task marks Closed under this
-        // lock before it drops the socket).
+        // SAFETY of the socket: it stays open while state != Closed (the task marks Closed under
+        // this lock before it drops the socket).
         let mut written = 0;
         while !ob.wire.is_empty() {
             match ob.wire.write_with(|iov, _| send_vectored(self.sock, iov)) {

@@ -25,9 +25,9 @@
 use crate::codec;
 use crate::deflate_cache::{Cached, Key};
 use crate::spare::Spares;
+use crate::stream::RawSock;
 use bytes::{Buf, Bytes};
 use std::io::{self, IoSlice};
-use crate::stream::RawSock;
 
 /// Shortest frame (header included) queued as a shared insert rather than copied. Measured with
 /// `timing_share_threshold` (outbox/tests.rs; 2-core EPYC VM, glibc 2.35): queueing and handing a
