@@ -196,10 +196,10 @@ function runSuite(suite, nodeExe, binary, nodeMajor) {
   const r = wine(args, { env: { NAPI_RS_NATIVE_LIBRARY_PATH: winPath(binary) }, timeout: SUITE_TIMEOUT_MS });
   const count = (k) => Number((new RegExp(`^# ${k} (\\d+)$`, 'm').exec(r.output) || [])[1] || 0);
   const [pass, fail, skipped] = [count('pass'), count('fail'), count('skipped')];
-  const skipLines = skips.map(([, name, why]) => `skipped "${name}…": ${why}`);
+  const skipLines = skips.map(([, name, why]) => `not run here: "${name}…": ${why}`);
   const ok = r.status === 0 && fail === 0 && pass > 0;
   const failures = ok ? '' : `\n${r.output.split('\n').filter((l) => /^\s*not ok|error:|Error/.test(l)).slice(0, 30).join('\n')}`;
-  record(`${suite}.test.js under Wine`, ok, `${pass} passed, ${fail} failed, ${skipped} skipped${skipLines.length ? `\n${skipLines.join('\n')}` : ''}${failures}`, r.ms);
+  record(`${suite}.test.js under Wine`, ok, `${pass} passed, ${fail} failed, ${skipped} skipped by the suite${skipLines.length ? `\n${skipLines.join('\n')}` : ''}${failures}`, r.ms);
 }
 
 function main() {
