@@ -238,8 +238,11 @@ export interface TemplatedApp {
   /**
    * Same-port mode: take over WebSocket upgrades from a Node `http.Server`/`https.Server` on the
    * matching paths. Plain TCP sockets are adopted by fd (no second port); sockets without an fd
-   * (TLS terminated in Node) go through a lazily opened loopback listener on 127.0.0.1, port 0.
-   * Other upgrades reach the server's other `upgrade` listeners untouched.
+   * (TLS terminated in Node; every socket on Windows, or with DDP_TRANSPORT_NATIVE_SAME_PORT=pipe)
+   * are piped through Node to a lazily opened loopback listener on 127.0.0.1, port 0
+   * (docs/windows.md: its cost). Other upgrades reach the server's other `upgrade` listeners
+   * untouched. `server.close()` closes the app too (throws: DDP_TRANSPORT_NATIVE_SAME_PORT other
+   * than "fd" or "pipe").
    */
   attach(server: HttpServer, options?: AttachOptions): TemplatedApp;
   /** Stop accepting upgrades (503), end sockets in batches with queued frames flushed. */

@@ -108,6 +108,13 @@ function selfSignedCert() {
 const NO_OPENSSL = 'openssl not installed: apt-get install -y openssl';
 after(() => { if (certDir) fs.rmSync(certDir, { recursive: true, force: true }); });
 
+/** An app echoing on /websocket (no idle timeout); `open` is its open handler. */
+function echoApp(s, open) {
+  const app = s.trackApp(App());
+  app.ws('/websocket', { idleTimeout: 0, open, message(ws, data, isBinary) { ws.send(data, isBinary); } });
+  return app;
+}
+
 const describeListeners = (l) => l.map((x) => `${x.address}:${x.port}`).join(', ');
 
 // ---- adoption churn -------------------------------------------------------------------------
@@ -187,12 +194,7 @@ test('open fires for an adopted socket before the client sends anything (the ser
   const s = scope(t);
   const { server, port } = await startHttp(t);
   const opens = [];
-  const app = s.trackApp(App());
-  app.ws('/websocket', {
-    idleTimeout: 0,
-    open(ws) { opens.push(ws.getRemotePort()); ws.send('welcome'); },
-    message(ws, data, isBinary) { ws.send(data, isBinary); },
-  });
+  const app = echoApp(s, (ws) => { opens.push(ws.getRemotePort()); ws.send('welcome'); });
   app.attach(server);
   const c = await s.ws(`ws://127.0.0.1:${port}/websocket`);
   let greeting = null;
@@ -424,4 +426,54 @@ test('two apps in one process, each attached to its own http.Server: no cross-ta
   const ports = listeningSockets(process.pid).map((x) => x.port);
   for (const p of [a.port, b.port]) assert.ok(ports.includes(p));
   assert.equal(ports.filter((p) => p !== a.port && p !== b.port).length, 0, `unexpected listening ports ${ports}`);
+});
+
+// ---- the pipe path (Windows; DDP_TRANSPORT_NATIVE_SAME_PORT=pipe) -----------------------------
+
+/** Run `fn` with DDP_TRANSPORT_NATIVE_SAME_PORT set to `value` (restored after). */
+async function withSamePort(value, fn) {
+  const saved = process.env.DDP_TRANSPORT_NATIVE_SAME_PORT;
+  process.env.DDP_TRANSPORT_NATIVE_SAME_PORT = value;
+  try {
+    return await fn();
+  } finally {
+    if (saved === undefined) delete process.env.DDP_TRANSPORT_NATIVE_SAME_PORT;
+    else process.env.DDP_TRANSPORT_NATIVE_SAME_PORT = saved;
+  }
+}
+
+test('the pipe path (Windows\' only path; DDP_TRANSPORT_NATIVE_SAME_PORT=pipe elsewhere): echo of text and 1 MiB binary, the real peer address, and server.close() closes the app and its clients at once', { timeout: 30000 }, async (t) => {
+  const s = scope(t);
+  const { server, port } = await startHttp(t);
+  const opens = [];
+  const app = echoApp(s, (ws) => { opens.push({ address: ws.getRemoteAddressAsText(), port: ws.getRemotePort() }); });
+  await withSamePort('pipe', () => app.attach(server));
+  const c = await s.ws(`ws://127.0.0.1:${port}/websocket`);
+  c.ws.send('piped');
+  assert.equal((await c.next()).text, 'piped');
+  const big = crypto.randomBytes(MiB);
+  c.ws.send(big);
+  const m = await c.next(20000);
+  assert.equal(m.isBinary, true);
+  assert.ok(Buffer.from(m.data).equals(big), '1 MiB binary echo intact');
+  assert.notEqual(app._internal, null, 'the upgrade went through the internal listener');
+  assert.deepEqual(opens, [{ address: '127.0.0.1', port: c.localPort }], 'the client\'s address, not the loopback hop\'s');
+  // The piped socket is still open in Node; the server's 'close' waits for it, the app must not.
+  const serverClosed = new Promise((resolve) => server.close(resolve));
+  const { code } = await c.waitClose(5000);
+  assert.equal(code, 1001);
+  await deadline(serverClosed, 5000, 'the server\'s close once the client is gone');
+});
+
+test('DDP_TRANSPORT_NATIVE_SAME_PORT with another value than fd or pipe: attach throws naming it, nothing attached', { timeout: 10000 }, async (t) => {
+  const s = scope(t);
+  const { server } = await startHttp(t);
+  const app = s.trackApp(App());
+  app.ws('/websocket', {});
+  await withSamePort('dup', () => {
+    assert.throws(() => app.attach(server), /DDP_TRANSPORT_NATIVE_SAME_PORT must be "fd" .* or "pipe" .*, got "dup"/);
+  });
+  assert.equal(server.listenerCount('upgrade'), 0);
+  await withSamePort('fd', () => app.attach(server));
+  assert.equal(server.listenerCount('upgrade'), 1);
 });

@@ -329,11 +329,11 @@ describe('standing down: Meteor\'s transport keeps /websocket', () => {
     const log = capture();
     const s = takeOver(m.ctx({
       logger: log,
-      load: () => { throw new Error('ddp-transport-native: no prebuilt binary for win32-x64-msvc was installed.\n  Reinstall ...'); },
+      load: () => { throw new Error('ddp-transport-native: no prebuilt binary for win32-x64-gnu was installed.\n  Reinstall ...'); },
     }));
     assert.equal(s.state, 'unavailable');
     assert.equal(log.lines.length, 1);
-    assert.match(log.lines[0], /^warn ddp-transport-native: could not load its native binary; Meteor's own transport serves \/websocket \(SockJS\)\. ddp-transport-native: no prebuilt binary for win32-x64-msvc was installed\. Reinstall \.\.\.$/);
+    assert.match(log.lines[0], /^warn ddp-transport-native: could not load its native binary; Meteor's own transport serves \/websocket \(SockJS\)\. ddp-transport-native: no prebuilt binary for win32-x64-gnu was installed\. Reinstall \.\.\.$/);
     await sockjsServes(m);
   });
 

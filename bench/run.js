@@ -211,7 +211,7 @@ const pinned = (cpus, argv) => (cpus && TASKSET ? ['taskset', '-c', cpus, ...arg
 const TASKSET = os.cpus().length >= 2 && ['/usr/bin/taskset', '/bin/taskset'].some((p) => fs.existsSync(p));
 
 async function startServer(t, compress, smoke, cpus) {
-  const env = { ...process.env, BENCH_EXIT_ON_STDIN_END: '1', BENCH_COMPRESS: compress ? '1' : '0' };
+  const env = { ...process.env, ...t.env, BENCH_EXIT_ON_STDIN_END: '1', BENCH_COMPRESS: compress ? '1' : '0' };
   const [cmd, ...args] = pinned(cpus, [...t.command(ROOT), ...(compress && t.compressArgs ? t.compressArgs : [])]);
   // Raise the fd limit for thousands of idle sockets, then exec: the pid stays the server's.
   const child = track(spawn('bash', ['-c', 'ulimit -n 65536 2>/dev/null || ulimit -n "$(ulimit -Hn)"; exec "$@"', 'bench-server', cmd, ...args, '--port', '0'], {

@@ -47,6 +47,12 @@ const TRANSPORTS = [
     command: nodeServer('native-attach.js'),
     unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r) || (fs.existsSync(path.join(r, 'meteor', 'index.js')) ? null : 'meteor/index.js missing'),
     compression: true },
+  // `env`: set for the server process. The pipe path is what Windows runs (Node has no socket fd
+  // there) and TLS everywhere: the ratio to native-attach is its cost (docs/windows.md).
+  { name: 'native-attach-pipe', description: "native-attach with DDP_TRANSPORT_NATIVE_SAME_PORT=pipe: every upgrade piped through Node to the core's internal loopback listener (Windows' path) instead of adopting the fd",
+    command: nodeServer('native-attach.js'), env: { DDP_TRANSPORT_NATIVE_SAME_PORT: 'pipe' },
+    unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true,
+    workloads: ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'app-rate'] },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App({threads:1}).ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
   { name: 'native-raw', description: "ddp-transport-native's own listener wired as uws-raw wires uWS.js: its handlers call the DDP session directly (no shim); the like-for-like row for uws-raw",

@@ -4,12 +4,27 @@
 // For a plain TCP socket, Node stops reading, Rust dups the fd, validates the request Node
 // parsed, replays the bytes that followed it and writes the 101; Node's handle is then closed,
 // which closes only its own fd (no FIN: the dup keeps the connection). Sockets without an fd
-// (TLS terminated in Node) are piped to the core's internal loopback listener instead.
+// (TLS terminated in Node) are piped to the core's internal loopback listener instead; so is
+// every socket on Windows, where Node gives JS no socket handle (docs/windows.md).
+//
+// DDP_TRANSPORT_NATIVE_SAME_PORT=pipe (read at attach) pipes every socket, as on Windows: for
+// measuring that path on Linux (bench transport native-attach-pipe) or to avoid fd adoption.
+// `fd` (or unset) is the default: adopt where Node has an fd.
 
 const net = require('net');
 const { native } = require('./constants');
 const { nativeError } = require('./options');
 const { requireProxyHeaders, releaseProxyHeaders, proxiedPeer } = require('./proxy-header');
+
+const SAME_PORT_VARIABLE = 'DDP_TRANSPORT_NATIVE_SAME_PORT';
+
+/** true when DDP_TRANSPORT_NATIVE_SAME_PORT asks for the pipe on every socket. */
+function pipeOnly() {
+  const v = process.env[SAME_PORT_VARIABLE];
+  if (v === undefined || v === '' || v === 'fd') return false;
+  if (v === 'pipe') return true;
+  throw new Error(`${SAME_PORT_VARIABLE} must be "fd" (the default: adopt the socket's fd where Node has one) or "pipe" (pipe every socket to the internal listener, as on Windows), got ${JSON.stringify(v)}`);
+}
 
 function rethrow(err) {
   throw err;
@@ -30,6 +45,7 @@ function requestPath(url) {
  * Returns the record `detach` needs.
  */
 function attach(app, server, paths, { proxyProtocol = false } = {}) {
+  const pipe = pipeOnly();
   // Before the upgrade listener: a connection's PROXY header is read before Node parses it.
   const proxy = proxyProtocol ? requireProxyHeaders(server) : null;
   const previous = server.listeners('upgrade').slice();
@@ -44,26 +60,42 @@ function attach(app, server, paths, { proxyProtocol = false } = {}) {
       for (const l of previous) l.call(server, req, socket, head);
       return;
     }
-    takeOver(app, req, socket, head);
+    takeOver(app, req, socket, head, pipe);
   };
   server.on('upgrade', onUpgrade);
   const onClose = () => app.close();
   server.once('close', onClose);
-  return { server, onUpgrade, onClose, previous, proxy };
+  // server.close() closes the app at once. An adopted socket is closed in Node as soon as the core
+  // has its fd, but a piped one (TLS, Windows, DDP_TRANSPORT_NATIVE_SAME_PORT=pipe) stays open in
+  // Node until its client leaves, and the server's 'close' event waits for it: closing the server
+  // would otherwise wait for every WebSocket client to go.
+  const ownClose = Object.prototype.hasOwnProperty.call(server, 'close') ? server.close : undefined;
+  const serverClose = server.close;
+  const close = function close(...args) {
+    app.close();
+    return serverClose.apply(this, args);
+  };
+  server.close = close;
+  return { server, onUpgrade, onClose, previous, proxy, close, ownClose };
 }
 
 /** Undo `attach`: the listeners that were there before get the server's upgrades (and, with
  *  proxyProtocol, its connections) back. */
-function detach({ server, onUpgrade, onClose, previous, proxy }) {
+function detach({ server, onUpgrade, onClose, previous, proxy, close, ownClose }) {
   server.removeListener('upgrade', onUpgrade);
   server.removeListener('close', onClose);
+  if (server.close === close) {
+    if (ownClose === undefined) delete server.close;
+    else server.close = ownClose;
+  }
   for (const l of previous) server.on('upgrade', l);
   if (proxy !== null) releaseProxyHeaders(proxy);
 }
 
-function takeOver(app, req, socket, head) {
+function takeOver(app, req, socket, head, pipe) {
   const handle = socket._handle;
-  const fd = handle && !socket.encrypted && typeof handle.fd === 'number' ? handle.fd : -1;
+  // Node on Windows has no handle.fd (undefined): the pipe, as for TLS.
+  const fd = !pipe && handle && !socket.encrypted && typeof handle.fd === 'number' ? handle.fd : -1;
   if (fd < 0) {
     viaLoopback(app, req, socket, head);
     return;

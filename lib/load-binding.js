@@ -8,6 +8,11 @@
 //   optionalDependency of the root package; npm installs only the one matching os/cpu/libc);
 // - a source checkout: `ddp-transport-native.<platform>.node` next to binding.js (`npm run build`);
 // - anywhere: the file named by NAPI_RS_NATIVE_LIBRARY_PATH (honoured by binding.js).
+//
+// Windows x64 is found here, not by binding.js: napi's loader takes `-win32-x64-gnu` only inside a
+// MinGW-built Node (process.config shlib_suffix 'dll.a') and looks for `-msvc` in Node's official
+// node.exe, which is built with MSVC. The gnu DLL loads in node.exe all the same: it takes N-API
+// from the host process when it loads (docs/windows.md). Same places, same order as binding.js.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -63,7 +68,9 @@ function explain(loadError) {
   }
   return [`${pkg.name}: the prebuilt binary ${spec} is installed but does not load on this machine.`,
     ...why,
-    'The linux gnu binaries need glibc >= 2.17 (musl systems such as Alpine get the -musl package).',
+    process.platform === 'win32'
+      ? 'The Windows binary needs 64-bit Windows 10 or later.'
+      : 'The linux gnu binaries need glibc >= 2.17 (musl systems such as Alpine get the -musl package).',
     fromSource];
 }
 
@@ -101,6 +108,19 @@ function loadErrors(err) {
   return out.length ? out : [err];
 }
 
+/** The win32-x64-gnu binary, where binding.js would look for it; null elsewhere or when absent
+ *  (binding.js then tries, and fails, or finds a source build's own -msvc file). */
+function windowsBinary() {
+  if (process.platform !== 'win32' || process.arch !== 'x64' || process.env.NAPI_RS_NATIVE_LIBRARY_PATH) return null;
+  const local = path.join(ROOT, `${pkg.napi.binaryName}.win32-x64-gnu.node`);
+  if (fs.existsSync(local)) return local;
+  try {
+    return require.resolve(`${pkg.name}-win32-x64-gnu`);
+  } catch {
+    return null;
+  }
+}
+
 /** The frame of the code that required this package (outside it and outside Node's internals). */
 function requireSite() {
   const limit = Error.stackTraceLimit;
@@ -115,7 +135,8 @@ function requireSite() {
 
 let binding;
 try {
-  binding = require('../binding.js');
+  const windows = windowsBinary();
+  binding = windows === null ? require('../binding.js') : require(windows);
 } catch (err) {
   const error = new Error(explain(err).join('\n  '));
   // The message is the whole story. Instead of a stack trace (into the loader, not at the

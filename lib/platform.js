@@ -18,11 +18,13 @@ function isMusl() {
   }
 }
 
-/** `linux-x64-gnu`, `linux-arm64-musl`, `darwin-arm64`, `win32-x64-msvc`, … */
+/** `linux-x64-gnu`, `linux-arm64-musl`, `darwin-arm64`, `win32-x64-gnu`, … On Windows x64 the
+ *  prebuilt binary is the MinGW (gnu) build, which Node's official node.exe loads (docs/windows.md);
+ *  other Windows archs keep napi's msvc names (none is prebuilt). */
 function platformName() {
   const { platform, arch } = process;
   if (platform === 'linux') return `${platform}-${arch}-${isMusl() ? 'musl' : 'gnu'}`;
-  if (platform === 'win32') return `${platform}-${arch}-msvc`;
+  if (platform === 'win32') return `${platform}-${arch}-${arch === 'x64' ? 'gnu' : 'msvc'}`;
   return `${platform}-${arch}`;
 }
 

@@ -10,10 +10,10 @@
 //   --artifacts <dir>    where the .node files go / are read from (default .cache/dist/artifacts)
 //
 // Linux and macOS binaries are cross-built with cargo-zigbuild (`napi build -x`); the linux gnu
-// ones are pinned to glibc 2.17 (`<triple>.2.17`). zig and cargo-zigbuild come from PyPI into
-// .cache/dist-tools/ when they are not on PATH; missing rustup targets are added. Windows (msvc)
-// builds only on Windows (the release workflow's windows runner): cargo-xwin would download the
-// MSVC CRT and Windows SDK, which is not possible everywhere.
+// ones are pinned to glibc 2.17 (`<triple>.2.17`). Windows x64 is x86_64-pc-windows-gnu, built by
+// `cargo zigbuild` itself (zig's MinGW-w64, UCRT): `napi build -x` refuses windows-gnu targets (it
+// would hand them to cargo-xwin, which does MSVC only). zig and cargo-zigbuild come from PyPI into
+// .cache/dist-tools/ when they are not on PATH; missing rustup targets are added.
 //
 // Packing follows napi-rs: `napi artifacts` copies each binary into its npm/<platform>/ package
 // and `napi pre-publish -t npm --skip-optional-publish --no-gh-release` checks the packages, both
@@ -27,6 +27,7 @@ const path = require('node:path');
 const crypto = require('node:crypto');
 const { spawnSync } = require('node:child_process');
 const { platformName, platformOf } = require('../lib/platform');
+const { readPe } = require('./pe');
 
 const ROOT = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -54,6 +55,8 @@ const TARGETS = pkg.napi.targets.map((triple) => {
     buildTarget: gnu ? `${triple}.${GLIBC_FLOOR.join('.')}` : triple,
     gnu,
     windows: triple.includes('-windows-'),
+    // what cargo builds for a windows target (napi build renames it; cargo zigbuild does not)
+    cargoDll: `${pkg.napi.binaryName.replace(/-/g, '_')}.dll`,
     binary: `${pkg.napi.binaryName}.${platform}.node`,
     packageName: `${pkg.name}-${platform}`,
     dir: path.join(ROOT, 'npm', platform),
@@ -176,12 +179,25 @@ function zigEnv() {
 // ---------------------------------------------------------------------------------------------
 // Build and inspect
 
+/** Windows DLLs every x64 Windows 10 has; anything else (libgcc_s_seh-1.dll, libwinpthread-1.dll,
+ *  libnode.dll) would not be there, or would not be Node. */
+const WINDOWS_SYSTEM_DLLS = /^(kernel32|ntdll|ws2_32|bcrypt|bcryptprimitives|advapi32|userenv|api-ms-win-[a-z0-9-]+)\.dll$/i;
+
+function buildWindows(t, artifacts, env) {
+  const started = Date.now();
+  run('cargo', ['zigbuild', '--release', '--target', t.triple, '-p', pkg.name],
+    { env: { ...env, CARGO_PROFILE_RELEASE_STRIP: 'symbols' } });
+  const targetDir = process.env.CARGO_TARGET_DIR || path.join(ROOT, 'target');
+  fs.copyFileSync(path.join(targetDir, t.triple, 'release', t.cargoDll), path.join(artifacts, t.binary));
+  return Date.now() - started;
+}
+
 function build(t, artifacts, env, loaderDir, withLoader) {
+  if (t.windows) return buildWindows(t, artifacts, env);
   const rel = (f) => path.relative(artifacts, path.join(loaderDir, f)); // --js/--dts are relative to -o
   const args = ['build', '--platform', '--release', '--target', t.buildTarget, '-o', artifacts,
     '--dts', rel('binding.d.ts')];
-  // --strip adds `-C link-arg=-s`, which MSVC's link.exe does not know (it keeps symbols in a .pdb).
-  if (!t.windows) args.push('--strip', '--cross-compile');
+  args.push('--strip', '--cross-compile');
   // One build also writes the loader, to check the committed binding.js against it. It must be
   // written next to the .node: napi makes the loader's paths relative to where it is written.
   args.push(...(withLoader ? ['--js', 'binding.js'] : ['--no-js']));
@@ -240,11 +256,24 @@ function inspect(t, file) {
     // Apple silicon refuses code without a valid signature; the linker's ad-hoc one will do.
     if (m.cpu === 'arm64' && !m.signatureValid) facts.errors.push(`arm64 macOS needs a valid signature: ${m.signature}`);
   } else if (head.subarray(0, 2).toString() === 'MZ') {
-    facts.notes.push('PE (Windows DLL)');
+    windowsFacts(readPe(fs.readFileSync(file)), facts);
   } else {
     facts.errors.push('unknown binary format');
   }
   return facts;
+}
+
+/** A win32 .node: a PE32+ x86-64 DLL, stripped, exporting napi_register_module_v1 and taking
+ *  N-API from the process that loads it (napi's dyn-symbols), so it imports neither napi_* nor
+ *  node.exe/libnode.dll, and only DLLs that Windows itself has. */
+function windowsFacts(pe, facts) {
+  facts.notes.push(`${pe.format} ${pe.machine} ${pe.dll ? 'DLL' : 'not a DLL'}`, pe.stripped ? 'stripped' : 'NOT stripped');
+  if (pe.format !== 'PE32+' || pe.machine !== 'x86-64' || !pe.dll) facts.errors.push(`expected a PE32+ x86-64 DLL, got ${pe.format} ${pe.machine}`);
+  if (!pe.stripped) facts.errors.push('not stripped');
+  if (!pe.exports.includes('napi_register_module_v1')) facts.errors.push('does not export napi_register_module_v1');
+  const foreign = pe.imports.filter((d) => !WINDOWS_SYSTEM_DLLS.test(d));
+  facts.notes.push(`imports ${pe.imports.join(' ')}`);
+  if (foreign.length) facts.errors.push(`imports DLLs Windows does not have (or Node's own): ${foreign.join(', ')}`);
 }
 
 /** Mach-O facts: cpu, local symbols left, and the ad-hoc code signature checked page by page
@@ -392,22 +421,16 @@ function main() {
 
   const results = [];
   if (!opts.packOnly) {
-    const buildable = [];
-    for (const t of wanted) {
-      if (t.windows && process.platform !== 'win32') {
-        results.push({ t, skipped: 'needs Windows: cargo-xwin downloads the MSVC CRT/SDK, not reachable from here; ' +
-          'built by .github/workflows/release.yml on windows-latest' });
-      } else buildable.push(t);
-    }
+    const buildable = wanted;
     fs.rmSync(artifacts, { recursive: true, force: true });
     fs.rmSync(loaderDir, { recursive: true, force: true });
     fs.mkdirSync(artifacts, { recursive: true });
     fs.mkdirSync(loaderDir, { recursive: true });
     if (buildable.length) ensureRustTargets(buildable);
-    const env = buildable.some((t) => !t.windows) ? zigEnv() : process.env;
+    const env = zigEnv();
     let loaderBuilt = false;
     for (const t of buildable) {
-      log(`\n=== ${t.platform}: napi build --release${t.windows ? '' : ' --strip -x'} --target ${t.buildTarget}`);
+      log(`\n=== ${t.platform}: ${t.windows ? 'cargo zigbuild --release' : 'napi build --release --strip -x'} --target ${t.buildTarget}`);
       const withLoader = !loaderBuilt && !t.windows;
       const ms = build(t, artifacts, env, loaderDir, withLoader);
       loaderBuilt = loaderBuilt || withLoader;
@@ -430,8 +453,8 @@ function main() {
   const built = [];
   for (const r of results) {
     const file = path.join(artifacts, r.t.binary);
-    if (r.skipped || !fs.existsSync(file)) {
-      const why = r.skipped || 'no binary in the artifacts dir';
+    if (!fs.existsSync(file)) {
+      const why = 'no binary in the artifacts dir';
       log(`  ${r.t.platform.padEnd(18)} skipped: ${why}`);
       if (opts.requireAll) failures.push(`${r.t.platform}: ${why}`);
       continue;

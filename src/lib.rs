@@ -234,7 +234,9 @@ impl NativeApp {
 
     /// Take over a socket from Node: its fd (duplicated here), the request head Node parsed
     /// (`headers` flat: name, value, ...), the bytes that followed it and, when JS read a PROXY
-    /// header from the socket (`parseProxyHeader`), the client it named.
+    /// header from the socket (`parseProxyHeader`), the client it named. Unix only: on Windows
+    /// Node gives JS no socket handle and attach() never calls this (it pipes to the internal
+    /// listener); a call there throws.
     #[napi]
     #[allow(clippy::too_many_arguments)]
     pub fn adopt(
@@ -259,9 +261,16 @@ impl NativeApp {
             }
             _ => None,
         };
-        self.server()?
-            .adopt(fd, req, head.to_vec(), proxied)
-            .map_err(io_error)
+        #[cfg(unix)]
+        return self.server()?.adopt(fd, req, head.to_vec(), proxied).map_err(io_error);
+        #[cfg(not(unix))]
+        {
+            let _ = (fd, req, head, proxied);
+            Err(Error::new(
+                Status::GenericFailure,
+                "adopt: Node has no socket fd to hand over on this platform; attach() pipes upgrades to the internal listener".to_owned(),
+            ))
+        }
     }
 
     /// Answer an upgrade: accept (`protocol`, `extensions`: the offer to negotiate from, or the

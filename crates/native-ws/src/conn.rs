@@ -14,8 +14,8 @@ use crate::deflate_cache;
 use crate::extensions::Negotiated;
 use crate::outbox::{send_vectored, Job, Last, Outbox, Payload, State, Take, Taken};
 use crate::stats::Stats;
+use crate::stream::RawSock;
 use std::io;
-use std::os::fd::RawFd;
 use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
@@ -42,7 +42,7 @@ pub(crate) const CTL_OVERFLOW: u8 = 16;
 pub struct Conn {
     /// Unique per server; the consumer's key for this connection.
     pub id: u32,
-    fd: RawFd,
+    sock: RawSock,
     pub(crate) behavior: Arc<Behavior>,
     pub(crate) deflate: Option<Negotiated>,
     threshold: usize,
@@ -58,7 +58,7 @@ pub struct Conn {
 impl Conn {
     pub(crate) fn new(
         id: u32,
-        fd: RawFd,
+        sock: RawSock,
         behavior: Arc<Behavior>,
         deflate: Option<Negotiated>,
         stats: Arc<Stats>,
@@ -69,7 +69,7 @@ impl Conn {
             .map_or(usize::MAX, |c| c.threshold);
         Conn {
             id,
-            fd,
+            sock,
             timeout_ms: AtomicU32::new(behavior.idle_timeout_ms),
             behavior,
             deflate,
@@ -250,11 +250,11 @@ impl Conn {
         }
         // Write until done, or until the kernel is full or the peer is gone: in both cases the
         // I/O task takes over, waits for writability and discovers any error itself.
-        // SAFETY of the fd: it stays open while state != Closed (the task marks Closed under this
-        // lock before it drops the socket).
+        // SAFETY of the socket: it stays open while state != Closed (the task marks Closed under
+        // this lock before it drops the socket).
         let mut written = 0;
         while !ob.wire.is_empty() {
-            match ob.wire.write_with(|iov, _| send_vectored(self.fd, iov)) {
+            match ob.wire.write_with(|iov, _| send_vectored(self.sock, iov)) {
                 Ok(n) if n > 0 => written += n,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                 _ => break,

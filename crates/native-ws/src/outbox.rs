@@ -25,9 +25,9 @@
 use crate::codec;
 use crate::deflate_cache::{Cached, Key};
 use crate::spare::Spares;
+use crate::stream::RawSock;
 use bytes::{Buf, Bytes};
 use std::io::{self, IoSlice};
-use std::os::fd::RawFd;
 
 /// Shortest frame (header included) queued as a shared insert rather than copied. Measured with
 /// `timing_share_threshold` (outbox/tests.rs; 2-core EPYC VM, glibc 2.35): queueing and handing a
@@ -359,7 +359,7 @@ impl Wire {
 
 /// One vectored send on a socket: never raises SIGPIPE (like std's `send`), never blocks (the
 /// socket is non-blocking).
-pub(crate) fn send_vectored(fd: RawFd, iov: &[IoSlice<'_>]) -> io::Result<usize> {
+pub(crate) fn send_vectored(fd: RawSock, iov: &[IoSlice<'_>]) -> io::Result<usize> {
     #[cfg(any(target_os = "linux", target_os = "android"))]
     {
         let n = if let [one] = iov {
@@ -383,10 +383,9 @@ pub(crate) fn send_vectored(fd: RawFd, iov: &[IoSlice<'_>]) -> io::Result<usize>
     #[cfg(not(any(target_os = "linux", target_os = "android")))]
     {
         use std::io::Write;
-        use std::os::fd::FromRawFd;
-        // SAFETY: ManuallyDrop keeps this borrow of the caller's fd from closing it.
-        let s = std::mem::ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
-        (&*s).write_vectored(iov)
+        // SAFETY: the caller keeps the socket open for the call (on Windows std's write_vectored
+        // is one WSASend of every piece).
+        (&*unsafe { crate::stream::borrowed(fd) }).write_vectored(iov)
     }
 }
 

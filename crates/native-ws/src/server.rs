@@ -16,7 +16,8 @@ use crate::task;
 use std::collections::HashMap;
 use std::io;
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::os::fd::{AsRawFd, BorrowedFd, RawFd};
+#[cfg(unix)]
+use std::os::fd::{BorrowedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, Mutex, RwLock};
 use tokio::net::TcpListener;
@@ -83,7 +84,8 @@ enum Source {
     /// read it from the socket after the internal listener's preamble
     Preamble,
     /// Node already parsed it; these bytes followed the head; the client a PROXY header read by
-    /// the consumer named (see [`Server::adopt`])
+    /// the consumer named (see [`Server::adopt`], unix only)
+    #[cfg(unix)]
     Parsed(Request, Vec<u8>, Option<SocketAddr>),
 }
 
@@ -197,7 +199,9 @@ impl Server {
     /// (the caller then closes its own), `req` is the request head it parsed, `head` the bytes
     /// that followed it, `proxied` the client a PROXY header named when the caller read one (see
     /// [`proxy::parse`]): reported as [`OpenInfo::proxied`], as on the own listener. The
-    /// handshake is validated and answered here.
+    /// handshake is validated and answered here. Unix only: Node on Windows gives JS no socket
+    /// handle, and attach() pipes such sockets to the internal listener.
+    #[cfg(unix)]
     pub fn adopt(&self, fd: RawFd, req: Request, head: Vec<u8>, proxied: Option<SocketAddr>) -> io::Result<()> {
         // Only the dup happens on the caller's (JS) thread; the rest of the set-up runs on an
         // I/O thread: one syscall and one wake-up for the caller per upgrade.
@@ -415,6 +419,7 @@ async fn accept_upgrade(
 ) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
     let mut proxied = None;
     let (req, mut leftover) = match source {
+        #[cfg(unix)]
         Source::Parsed(req, head, p) => {
             proxied = p;
             (req, head)
@@ -509,7 +514,7 @@ async fn accept_upgrade(
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.opened();
     let id = ids::take();
-    let conn = Arc::new(Conn::new(id, stream.as_raw_fd(), behavior, negotiated, shared.stats.clone()));
+    let conn = Arc::new(Conn::new(id, stream.raw(), behavior, negotiated, shared.stats.clone()));
     let info = OpenInfo {
         route,
         token,

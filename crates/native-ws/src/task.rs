@@ -15,8 +15,6 @@ use bytes::Bytes;
 use crate::stream::Stream;
 use std::cell::RefCell;
 use std::io::{self, Read};
-use std::mem::ManuallyDrop;
-use std::os::fd::{AsRawFd, FromRawFd};
 use std::sync::atomic::Ordering::Acquire;
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,12 +38,11 @@ fn io_once(
     len: usize,
     mut op: impl FnMut(&std::net::TcpStream) -> io::Result<usize>,
 ) -> io::Result<usize> {
-    let fd = stream.as_raw_fd();
+    let raw = stream.raw();
     let mut done = 0;
     let r = stream.try_io(interest, || {
-        // SAFETY: `fd` belongs to `stream`, alive for this call; ManuallyDrop never closes it.
-        // (std's TcpStream only issues recv/send here, the same on a unix stream socket.)
-        let s = ManuallyDrop::new(unsafe { std::net::TcpStream::from_raw_fd(fd) });
+        // SAFETY: `raw` belongs to `stream`, alive for this call.
+        let s = unsafe { crate::stream::borrowed(raw) };
         done = op(&s)?;
         if done > 0 && done < len {
             return Err(io::ErrorKind::WouldBlock.into());
@@ -65,7 +62,8 @@ fn read_once(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
 /// One vectored write of the next pieces of `out` (see `outbox::Wire`); the wire's cursor moves
 /// past what the kernel took.
 fn write_once(stream: &Stream, out: &mut Taken) -> io::Result<usize> {
-    out.wire.write_with(|iov, len| io_once(stream, Interest::WRITABLE, len, |s| send_vectored(s.as_raw_fd(), iov)))
+    let raw = stream.raw();
+    out.wire.write_with(|iov, len| io_once(stream, Interest::WRITABLE, len, |_| send_vectored(raw, iov)))
 }
 
 fn abnormal() -> Outcome {
@@ -464,10 +462,8 @@ impl Task {
     }
 
     fn stream_shutdown(&self) -> io::Result<()> {
-        let fd = std::os::fd::AsFd::as_fd(&self.stream);
-        // std's TcpStream only issues shutdown(2) here, the same on a unix stream socket.
-        let sock = std::net::TcpStream::from(fd.try_clone_to_owned()?);
-        sock.shutdown(std::net::Shutdown::Write)
+        // SAFETY: the socket belongs to `self.stream`, alive for this call.
+        unsafe { crate::stream::borrowed(self.stream.raw()) }.shutdown(std::net::Shutdown::Write)
     }
 
     /// Compress the taken queue's jobs on this thread: each becomes its compressed frame in
