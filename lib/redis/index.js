@@ -71,4 +71,4 @@ function bridge(app, options) {
   return new Bridge(app, loadClient(), o);
 }
 
-module.exports = { bridge, DEFAULTS };
+module.exports = { bridge };
