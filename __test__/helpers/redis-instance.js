@@ -6,7 +6,9 @@
 // On stdin, JSON commands { id, op, ... }, answered on stdout with the same id:
 //   publish { topic, data, binary?, compress? }   app.publish; answers { local }
 //   stream { topic, count, intervalMs }           publishes "<seq>" count times, one per interval
-//   burst { topic, count, size }                  publishes count messages "<seq> <padding>" at once
+//   burst { topic, count, size }                  publishes count messages "<seq> <padding>" at once;
+//                                                 answers { ms (the loop's time), t0 (its start, epoch ms) }
+//   paced { topic, count, perTick, size }         perTick messages "<seq> <epoch ms> <padding>" per 1 ms timer tick
 //   synced                                        waits for bridge.synced()
 //   stats                                         { bridge, app (the core's counters), memory }
 //   unbridge                                      bridge.close()
@@ -53,10 +55,21 @@ const ops = {
   }),
   burst: (c) => {
     const pad = 'x'.repeat(c.size || 0);
-    const t0 = process.hrtime.bigint();
+    const t0 = performance.now();
     for (let i = 0; i < c.count; i++) app.publish(c.topic, `${i} ${pad}`);
-    return { ms: Number(process.hrtime.bigint() - t0) / 1e6 };
+    return { ms: performance.now() - t0, t0: performance.timeOrigin + t0 };
   },
+  paced: (c) => new Promise((resolve) => {
+    const pad = 'x'.repeat(c.size || 0);
+    let seq = 0;
+    const timer = setInterval(() => {
+      for (let k = 0; k < c.perTick && seq < c.count; k++) app.publish(c.topic, `${seq++} ${performance.timeOrigin + performance.now()} ${pad}`);
+      if (seq === c.count) {
+        clearInterval(timer);
+        resolve({ published: seq });
+      }
+    }, 1);
+  }),
   synced: () => bridge.synced().then(() => ({})),
   stats: () => ({ bridge: bridge && bridge.stats(), app: app._inner.stats(), memory: process.memoryUsage() }),
   unbridge: () => bridge.close().then(() => ({})),

@@ -50,7 +50,8 @@ class Bridge {
       maxRetriesPerRequest: null,
       retryStrategy: (times) => Math.min(times * 50, o.retryMaxMs),
     };
-    this._pub = new Redis(o.url, { ...common, connectionName: 'ddp-transport-native-pub' });
+    // auto-pipelining: the PUBLISH commands of one tick leave in one write
+    this._pub = new Redis(o.url, { ...common, enableAutoPipelining: true, connectionName: 'ddp-transport-native-pub' });
     this._sub = new Redis(o.url, { ...common, connectionName: 'ddp-transport-native-sub' });
     this._onAck = (size) => () => {
       this._queued--;
