@@ -10,10 +10,11 @@ export interface BridgeOptions {
   /** Prepended to each topic to name its Redis channel. Default "ddp-transport-native:". Instances
    *  that should share topics use the same prefix. */
   prefix?: string;
-  /** PUBLISH commands sent and not yet answered by Redis; a publish past it is delivered locally
-   *  only and counted in `droppedQueueFull`. Integer 1..1e7, default 10000. */
+  /** Messages sent to Redis (or batched, to be sent at the end of the tick) and not yet answered;
+   *  a publish past it is delivered locally only and counted in `droppedQueueFull`. Integer
+   *  1..1e7, default 10000. */
   maxQueued?: number;
-  /** Bytes of those commands (each message + an 18-byte header); same rule. Integer 1024..2^32,
+  /** Bytes of the messages in them (each message + 5); same rule. Integer 1024..2^32,
    *  default 16 MiB. */
   maxQueuedBytes?: number;
   /** Longest wait between reconnect attempts, ms (the wait grows by 50 ms per attempt up to it).
@@ -38,7 +39,7 @@ export interface BridgeStats {
   acknowledged: number;
   /** Messages from other instances delivered to this app's subscribers. */
   received: number;
-  /** This instance's own messages handed back by Redis and skipped (delivered locally at publish). */
+  /** This instance's own messages handed back by Redis and skipped (delivered locally when published). */
   ownEchoes: number;
   /** Messages on the bridge's channels that are not the bridge's format (or text not UTF-8): ignored. */
   malformed: number;

@@ -5,6 +5,7 @@
 // (one native call: the shared frame, compressed once). Two connections: a subscriber connection
 // is in Redis's subscriber mode and can send nothing else.
 //
+// Outbound, the messages one tick publishes on a topic leave as one PUBLISH (a batch, wire.js).
 // Delivery is at-most-once, as Redis pub/sub is: a message published while Redis is unreachable,
 // or past the outbound cap, is delivered to this instance's subscribers only and counted; one in
 // flight when the connection breaks is counted as failed (it may or may not have reached Redis)
@@ -14,6 +15,7 @@ const crypto = require('node:crypto');
 const wire = require('./wire');
 
 const SUBSCRIBE_CHUNK = 1000; // channels per SUBSCRIBE/UNSUBSCRIBE command
+const BATCH_BYTES = 1024 * 1024; // a topic's batch is sent at once when it reaches this size
 
 class Bridge {
   /** `Redis`: the ioredis class; `o`: validated options (lib/redis/index.js). */
@@ -40,7 +42,7 @@ class Bridge {
     this._subscribed = 0; // channels Redis counts on the subscriber connection (its last answer)
     this._changes = new Map(); // topic → true (subscribe) / false (unsubscribe), sent next tick
     this._flushScheduled = false;
-    this._subsInFlight = 0;
+    this._subsInFlight = new Set(); // SUBSCRIBE/UNSUBSCRIBE commands not answered yet
     this._syncWaiters = [];
     const common = {
       ...o.redisOptions,
@@ -50,22 +52,27 @@ class Bridge {
       maxRetriesPerRequest: null,
       retryStrategy: (times) => Math.min(times * 50, o.retryMaxMs),
     };
-    // auto-pipelining: the PUBLISH commands of one tick leave in one write
-    this._pub = new Redis(o.url, { ...common, enableAutoPipelining: true, connectionName: 'ddp-transport-native-pub' });
+    this._pub = new Redis(o.url, { ...common, connectionName: 'ddp-transport-native-pub' });
     this._sub = new Redis(o.url, { ...common, connectionName: 'ddp-transport-native-sub' });
-    this._onAck = (size) => () => {
-      this._queued--;
-      this._queuedBytes -= size;
-      this._c.acknowledged++;
-    };
-    this._onFail = (size) => () => {
-      this._queued--;
-      this._queuedBytes -= size;
-      this._c.failed++;
+    // outbound: this tick's messages per topic, one PUBLISH per topic at the end of the tick
+    this._batches = new Map(); // topic → wire.Batch
+    this._inFlight = new Set(); // { n, bytes } of each PUBLISH not answered yet
+    this._batchFlushScheduled = false;
+    this._flushBatches = () => {
+      this._batchFlushScheduled = false;
+      const batches = this._batches;
+      this._batches = new Map();
+      for (const [topic, batch] of batches) this._sendBatch(topic, batch);
     };
     for (const conn of [this._pub, this._sub]) {
       let first = true;
       conn.on('error', (err) => this._error(err));
+      // Without resend (autoResendUnfulfilledCommands: false), ioredis never settles the commands
+      // in flight when a connection closes: they are settled here, as failed.
+      conn.on('close', () => {
+        if (conn === this._pub) for (const rec of [...this._inFlight]) this._published(rec, false);
+        else this._subsInFlight.clear();
+      });
       conn.on('ready', () => {
         if (!first) this._c.reconnects++;
         first = false;
@@ -89,26 +96,38 @@ class Bridge {
     this._change(topic, false);
   }
 
-  /** After the local delivery: to Redis, unless not connected or over the cap (then counted). */
+  /** After the local delivery: into this tick's batch for the topic (sent to Redis at the end of
+   *  the tick, or at once when it reaches BATCH_BYTES), unless not connected or over the cap (then
+   *  counted). */
   publish(topic, message, isBinary, compress) {
     if (this._closed) return;
     if (this._pub.status !== 'ready') {
       this._c.droppedOffline++;
       return;
     }
-    if (this._queued >= this._maxQueued) {
-      this._c.droppedQueueFull++;
-      return;
-    }
-    const frame = wire.encode(this._id, message, isBinary, compress);
-    if (this._queuedBytes + frame.length > this._maxQueuedBytes) {
+    const len = wire.byteLengthOf(message);
+    const bytes = wire.RECORD_BYTES + len;
+    if (this._queued >= this._maxQueued || this._queuedBytes + bytes > this._maxQueuedBytes) {
       this._c.droppedQueueFull++;
       return;
     }
     this._queued++;
-    this._queuedBytes += frame.length;
+    this._queuedBytes += bytes;
     this._c.published++;
-    this._pub.publish(this._prefix + topic, frame).then(this._onAck(frame.length), this._onFail(frame.length));
+    let batch = this._batches.get(topic);
+    if (batch === undefined) {
+      batch = new wire.Batch();
+      this._batches.set(topic, batch);
+      if (!this._batchFlushScheduled) {
+        this._batchFlushScheduled = true;
+        process.nextTick(this._flushBatches);
+      }
+    }
+    batch.add(wire.payloadOf(message), len, isBinary, compress);
+    if (batch.bytes >= BATCH_BYTES) {
+      this._batches.delete(topic);
+      this._sendBatch(topic, batch);
+    }
   }
 
   appClosed() {
@@ -157,6 +176,7 @@ class Bridge {
   /** Stop bridging: the app's publishes stay local again; both connections are closed. */
   close() {
     if (this._closing !== null) return this._closing;
+    this._flushBatches(); // this tick's publishes leave before QUIT
     this._closed = true;
     if (this._topics.broker === this) this._topics.broker = null;
     for (const w of this._syncWaiters.splice(0)) w.reject(new Error('redis bridge: closed'));
@@ -176,18 +196,39 @@ class Bridge {
       + "this instance's subscribers only (counted in stats().droppedOffline)", { code: 'DTN_REDIS_UNAVAILABLE' });
   }
 
+  /** One PUBLISH for a batch; its messages leave the queue when Redis answers (or the connection
+   *  fails with them in flight: counted as failed, never sent again). */
+  _sendBatch(topic, batch) {
+    const rec = { n: batch.count, bytes: batch.bytes - wire.HEADER_BYTES };
+    this._inFlight.add(rec);
+    this._pub.publish(this._prefix + topic, batch.encode(this._id)).then(() => this._published(rec, true), () => this._published(rec, false));
+  }
+
+  /** A PUBLISH answered (ok) or lost with its connection: its messages leave the queue, once. */
+  _published(rec, ok) {
+    if (!this._inFlight.delete(rec)) return;
+    this._queued -= rec.n;
+    this._queuedBytes -= rec.bytes;
+    if (ok) this._c.acknowledged += rec.n;
+    else this._c.failed += rec.n;
+  }
+
   _message(channel, frame) {
-    const m = wire.decode(this._id, frame);
-    if (m === null || channel.length < this._prefixBytes) {
+    const own = wire.isOwn(this._id, frame);
+    if (own === null || channel.length < this._prefixBytes) {
       this._c.malformed++;
       return;
     }
-    if (m.own) {
-      this._c.ownEchoes++; // delivered here when it was published
+    if (own) {
+      this._c.ownEchoes += wire.countMessages(frame); // delivered here when they were published
       return;
     }
-    this._c.received++;
-    this._topics.deliver(channel.toString('utf8', this._prefixBytes), m.payload, m.isBinary, m.compress);
+    const topic = channel.toString('utf8', this._prefixBytes);
+    const ok = wire.eachMessage(frame, (payload, isBinary, compress) => {
+      this._c.received++;
+      this._topics.deliver(topic, payload, isBinary, compress);
+    });
+    if (!ok) this._c.malformed++;
   }
 
   _change(topic, on) {
@@ -222,11 +263,12 @@ class Bridge {
 
   _send(command, channels) {
     for (let i = 0; i < channels.length; i += SUBSCRIBE_CHUNK) {
-      this._subsInFlight++;
+      const token = {};
+      this._subsInFlight.add(token);
       this._sub[command](...channels.slice(i, i + SUBSCRIBE_CHUNK)).then((count) => {
-        this._subscribed = count;
+        if (this._subsInFlight.has(token)) this._subscribed = count;
       }, () => {}).finally(() => {
-        this._subsInFlight--;
+        this._subsInFlight.delete(token);
         this._settleWaiters();
       });
     }
@@ -235,7 +277,7 @@ class Bridge {
   _settleWaiters() {
     if (this._syncWaiters.length === 0) return;
     const done = this._pub.status === 'ready' && this._sub.status === 'ready'
-      && this._subsInFlight === 0 && this._changes.size === 0;
+      && this._subsInFlight.size === 0 && this._changes.size === 0;
     if (done) for (const w of this._syncWaiters.splice(0)) w.resolve();
   }
 }
