@@ -149,12 +149,19 @@ async function run(server, deflate) {
     const loadRssMiB = sum(loaders.map((l) => l.lg.pid)).rssMiB;
     const firsts = [];
     const lasts = [];
+    const errors = [];
     for (let k = 0; k < BROADCASTS && connected === CLIENTS; k++) {
       srv.stdin.write(`broadcast ${k}\n`);
-      const start = Number((await out.wait((l) => l.startsWith(`BROADCAST ${k} `), 10000, `BROADCAST ${k}`)).split(' ')[2]);
-      const got = await Promise.all(loaders.map((l) => l.out.wait((x) => x.startsWith(`GOT ${k} `), 60000, `GOT ${k}`)));
-      firsts.push((Math.min(...got.map((g) => Number(g.split(' ')[2]))) - start) / 1000);
-      lasts.push((Math.max(...got.map((g) => Number(g.split(' ')[3]))) - start) / 1000);
+      let got;
+      try {
+        const start = Number((await out.wait((l) => l.startsWith(`BROADCAST ${k} `), 10000, `BROADCAST ${k}`)).split(' ')[2]);
+        got = await Promise.all(loaders.map((l) => l.out.wait((x) => x.startsWith(`GOT ${k} `), 60000, `GOT ${k}`)));
+        firsts.push((Math.min(...got.map((g) => Number(g.split(' ')[2]))) - start) / 1000);
+        lasts.push((Math.max(...got.map((g) => Number(g.split(' ')[3]))) - start) / 1000);
+      } catch (e) {
+        errors.push(`broadcast ${k}: ${e.message}`); // the load processes' results say how many connections dropped
+        break;
+      }
       await sleep(500);
     }
     const sessions = out.seen.filter((l) => l.startsWith('SENT 0 ')).reduce((s, l) => s + Number(l.split(' ')[3]), 0);
@@ -182,7 +189,8 @@ async function run(server, deflate) {
       kib_per_conn: ((atHeld.rssMiB - before.rssMiB) * 1024) / CLIENTS,
       fds_before: before.fds, fds_held: atHeld.fds, fds_after: after.fds, fds_back_s: fdsBackS,
       load_rss_mib: loadRssMiB, first_ms: firsts, last_ms: lasts, first_median_ms: median(firsts), last_median_ms: median(lasts),
-      ok, errors: results.filter((r) => !r.ok).map((r) => r.error || `dropped ${r.dropped_during_hold}`),
+      ok: ok && errors.length === 0,
+      errors: errors.concat(results.filter((r) => !r.ok).map((r) => r.error || `${r.dropped_during_hold} connections dropped during the hold`)),
     };
   } finally {
     for (const l of loaders) l.lg.kill('SIGKILL');
