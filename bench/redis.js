@@ -7,7 +7,8 @@
 //   local, bridged     publisher and subscriber on a bridged instance (it also sends to Redis)
 //   cross-instance     published on instance A, the subscriber on instance B (through Redis)
 // Per row and round: `rate`, a burst of --burst messages of --size bytes published at once: the
-// publisher's loop (µs per publish) and messages/s from the burst's start to the subscriber's last
+// publisher's loop with the end of its tick (the core's flush, the bridge's batches encoded and
+// written to Redis), µs per publish, and messages/s from the burst's start to the subscriber's last
 // message; `latency`, --paced messages at one per 1 ms timer tick, each carrying its send time:
 // the subscriber's delivery latency p50/p99 (same box, same clock). Rounds are interleaved;
 // medians with the spread (min–max) over rounds.
@@ -105,7 +106,7 @@ async function main() {
     const f = (xs, d) => `${median(xs).toFixed(d)} (${Math.min(...xs).toFixed(d)}–${Math.max(...xs).toFixed(d)})`;
     const base = results['local, no bridge'];
     console.log(`${BURST} messages of ${SIZE} B in a burst, ${PACED} paced at one per 1 ms tick; ${ROUNDS} interleaved rounds, medians (min–max)\n`);
-    console.log('| row | publish loop µs per message | delivered msg/s (burst) | vs local, no bridge | latency p50 ms | latency p99 ms |');
+    console.log('| row | publisher µs per message (loop + end of tick) | delivered msg/s (burst) | vs local, no bridge | latency p50 ms | latency p99 ms |');
     console.log('|---|--:|--:|--:|--:|--:|');
     for (const [name, xs] of Object.entries(results)) {
       const ratio = xs.map((x, i) => x.rate / base[i].rate);
