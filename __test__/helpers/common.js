@@ -3,6 +3,7 @@
 // Every wait in here is bounded by a deadline so no test can hang.
 
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 const WebSocket = require('ws');
 
@@ -229,6 +230,18 @@ async function pool(total, concurrency, fn) {
   return { done, errors };
 }
 
+/** A TCP port on 127.0.0.1 that was free a moment ago (for a server started by another process). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
+}
+
 /** The path of an executable on PATH or in `extraDirs` (sbin directories by default), or null. */
 function findExecutable(name, extraDirs = ['/usr/sbin', '/usr/local/sbin']) {
   for (const d of [...(process.env.PATH || '').split(path.delimiter), ...extraDirs]) {
@@ -241,6 +254,7 @@ function findExecutable(name, extraDirs = ['/usr/sbin', '/usr/local/sbin']) {
 module.exports = {
   PKG_PATH,
   findExecutable,
+  freePort,
   pool,
   sleep,
   deadline,

@@ -8,7 +8,7 @@ const os = require('node:os');
 const net = require('node:net');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { deadline, sleep, waitFor, findExecutable } = require('./common');
+const { deadline, sleep, waitFor, findExecutable, freePort } = require('./common');
 
 const KEY = 'dGhlIHNhbXBsZSBub25jZQ==';
 
@@ -119,16 +119,6 @@ function byteByByte(buf) {
 /** haproxy's path, or null (a test then skips with the reason `.ci/run` greps its file for). */
 const HAPROXY = findExecutable('haproxy');
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /**
  * Run HAProxy (mode tcp) for the test `t` with one frontend per route, `[name, backend port,

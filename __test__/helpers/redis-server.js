@@ -6,21 +6,11 @@
 
 const { spawn } = require('node:child_process');
 const net = require('node:net');
-const { findExecutable, deadline, sleep } = require('./common');
+const { findExecutable, freePort, deadline, sleep } = require('./common');
 
 const REDIS_SERVER = findExecutable('redis-server');
 const REDIS_SKIP = REDIS_SERVER ? false : 'redis-server not installed: apt-get install -y redis-server';
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 class RedisServer {
   constructor(port) {
@@ -80,4 +70,4 @@ async function redisServer(t, { start = true } = {}) {
   return r;
 }
 
-module.exports = { REDIS_SERVER, REDIS_SKIP, redisServer, freePort };
+module.exports = { REDIS_SERVER, REDIS_SKIP, redisServer };

@@ -12,9 +12,9 @@
 // Ends with its workers on stdin's end, SIGTERM or SIGINT, or when a worker dies.
 
 const cluster = require('node:cluster');
-const net = require('node:net');
 const path = require('node:path');
 const readline = require('node:readline');
+const { freePort } = require('../../__test__/helpers/common');
 
 const a = process.argv.slice(2);
 const SERVER = a[0];
@@ -22,21 +22,8 @@ const arg = (k, d) => (a.includes(k) ? a[a.indexOf(k) + 1] : d);
 const WORKERS = Number(arg('--workers', '4'));
 const OWN_PORT_EACH = SERVER === 'native-listen' || SERVER === 'native-raw';
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 async function main() {
-  const port = OWN_PORT_EACH ? 0 : Number(arg('--port', 0)) || (SERVER === 'uws-direct' ? await freePort() : 0);
   cluster.schedulingPolicy = cluster.SCHED_RR;
-  cluster.setupPrimary({ exec: path.join(__dirname, `${SERVER}.js`), args: ['--port', String(port)], silent: true });
   const ports = new Map(); // pid → port
   const stop = (code) => {
     for (const w of Object.values(cluster.workers)) w.kill('SIGTERM');
@@ -46,19 +33,26 @@ async function main() {
     console.error(`worker ${w.process.pid} exited (${code}, ${signal})`);
     stop(3);
   });
-  for (let i = 0; i < WORKERS; i++) {
+  /** A worker listening on `port` (0: any); resolves with the port it reports. */
+  const fork = (port) => new Promise((resolve) => {
+    cluster.setupPrimary({ exec: path.join(__dirname, `${SERVER}.js`), args: ['--port', String(port)], silent: true });
     const w = cluster.fork();
     w.process.stderr.pipe(process.stderr);
     readline.createInterface({ input: w.process.stdout }).on('line', (l) => {
       const m = /^READY (\d+)/.exec(l);
       if (!m) return;
       ports.set(w.process.pid, Number(m[1]));
-      if (ports.size === WORKERS) console.log(`READY ${[...new Set(ports.values())].join(',')} ${[...ports.keys()].join(',')}`);
+      resolve(Number(m[1]));
     });
     w.on('message', (msg) => {
       if (msg && Number.isInteger(msg.broadcasted)) console.log(`SENT ${msg.broadcasted} ${w.process.pid} ${msg.sessions}`);
     });
-  }
+  });
+  // uws-direct: every worker on one port chosen here (uSockets sets SO_REUSEPORT on a given port)
+  let port = OWN_PORT_EACH ? 0 : Number(arg('--port', 0));
+  if (port === 0 && SERVER === 'uws-direct') port = await freePort();
+  await Promise.all(Array.from({ length: WORKERS }, () => fork(port)));
+  console.log(`READY ${[...new Set(ports.values())].join(',')} ${[...ports.keys()].join(',')}`);
   readline.createInterface({ input: process.stdin }).on('line', (l) => {
     const m = /^broadcast (\d+)$/.exec(l.trim());
     if (!m) return;

@@ -471,24 +471,16 @@ struct Fan {
 
 const FSEQ_KEY: &[u8] = br#""fseq":"#;
 
-async fn subscriber(mut c: Conn, fan: Rc<Fan>) -> io::Result<()> {
-    let mut now = Instant::now();
+/// Read `c` until it fails, answering pings, and call `on(k, now)` for each `added` that carries
+/// `"fseq":k`, where `now` is `clock()` read once per read (when its frames arrived). A close frame
+/// ends it with an error. The frame loop of `fanout`'s subscribers and of `watch`.
+pub(crate) async fn fseq_frames<T: Copy>(mut c: Conn, clock: impl Fn() -> T, mut on: impl FnMut(usize, T)) -> io::Result<()> {
+    let mut now = clock();
     loop {
         while let Some((op, p)) = c.rd.next_frame()? {
             if op == OP_TEXT && kind(p) == b"added" {
                 if let Some(k) = num_after(p, FSEQ_KEY) {
-                    let k = k as usize;
-                    let mut count = fan.count.borrow_mut();
-                    if k < count.len() {
-                        if count[k] == 0 {
-                            fan.first.borrow_mut()[k] = Some(now);
-                        }
-                        count[k] += 1;
-                        fan.last.borrow_mut()[k] = Some(now);
-                        if count[k] == fan.n {
-                            fan.complete.notify_one();
-                        }
-                    }
+                    on(k as usize, now);
                 }
                 continue;
             }
@@ -501,8 +493,25 @@ async fn subscriber(mut c: Conn, fan: Rc<Fan>) -> io::Result<()> {
             c.wr.flush(&c.stream).await?;
         }
         c.rd.fill(&mut c.stream).await?;
-        now = Instant::now();
+        now = clock();
     }
+}
+
+async fn subscriber(c: Conn, fan: Rc<Fan>) -> io::Result<()> {
+    fseq_frames(c, Instant::now, |k, now| {
+        let mut count = fan.count.borrow_mut();
+        if k < count.len() {
+            if count[k] == 0 {
+                fan.first.borrow_mut()[k] = Some(now);
+            }
+            count[k] += 1;
+            fan.last.borrow_mut()[k] = Some(now);
+            if count[k] == fan.n {
+                fan.complete.notify_one();
+            }
+        }
+    })
+    .await
 }
 
 async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {

@@ -5,10 +5,9 @@
 //! (the broadcast is started by the server, not by this process). Holds until stdin closes (or
 //! --hold-seconds), then prints one JSON line and exits, which closes every connection at once.
 
-use crate::client::{err, Conn, Target, OP_CLOSE, OP_TEXT};
-use crate::ddp::{answer_ping, kind, num_after};
+use crate::client::{Conn, Target};
 use crate::util::{pct_us, stdin_closed, Json, Opts};
-use crate::{dur, first_errors, open_many, FSEQ_KEY};
+use crate::{dur, first_errors, fseq_frames, open_many};
 use std::cell::RefCell;
 use std::io;
 use std::rc::Rc;
@@ -26,38 +25,21 @@ fn epoch_us() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_micros() as u64).unwrap_or(0)
 }
 
-async fn watcher(mut c: Conn, seen: Rc<RefCell<Seen>>) -> io::Result<()> {
-    let mut now = epoch_us();
-    loop {
-        while let Some((op, p)) = c.rd.next_frame()? {
-            if op == OP_TEXT && kind(p) == b"added" {
-                if let Some(k) = num_after(p, FSEQ_KEY) {
-                    let k = k as usize;
-                    let mut s = seen.borrow_mut();
-                    if k < s.count.len() {
-                        if s.count[k] == 0 {
-                            s.first[k] = now;
-                        }
-                        s.count[k] += 1;
-                        s.last[k] = now;
-                        if s.count[k] == s.n {
-                            println!("GOT {k} {} {}", s.first[k], s.last[k]);
-                        }
-                    }
-                }
-                continue;
+async fn watcher(c: Conn, seen: Rc<RefCell<Seen>>) -> io::Result<()> {
+    fseq_frames(c, epoch_us, |k, now| {
+        let mut s = seen.borrow_mut();
+        if k < s.count.len() {
+            if s.count[k] == 0 {
+                s.first[k] = now;
             }
-            if op == OP_CLOSE {
-                return Err(err("server closed the connection"));
+            s.count[k] += 1;
+            s.last[k] = now;
+            if s.count[k] == s.n {
+                println!("GOT {k} {} {}", s.first[k], s.last[k]);
             }
-            answer_ping(&mut c.wr, op, p);
         }
-        if c.wr.pending() {
-            c.wr.flush(&c.stream).await?;
-        }
-        c.rd.fill(&mut c.stream).await?;
-        now = epoch_us();
-    }
+    })
+    .await
 }
 
 pub(crate) async fn watch(o: &Opts, t: Rc<Target>, nofile: u64) -> Result<(bool, String), String> {
