@@ -1,6 +1,6 @@
 // ES module programs import every export by name: `import { App, SHARED_COMPRESSOR } from
-// 'ddp-transport-native/uws'`, the same line against real uWS.js (uws-pack), and the main and
-// Meteor entries. Node finds a CommonJS module's named exports by reading its source
+// 'ddp-transport-native/uws'`, the same line against real uWS.js (uws-pack), and the main, Meteor
+// and Redis bridge entries. Node finds a CommonJS module's named exports by reading its source
 // (cjs-module-lexer); an export it cannot see would be undefined here.
 
 import { test } from 'node:test';
@@ -19,6 +19,8 @@ import { App as MainApp, SendStatus, compressionOptions } from 'ddp-transport-na
 import * as mainNamespace from 'ddp-transport-native';
 import { createNativeTransport, compressionFromEnv, validateSettings, NativeSocket } from 'ddp-transport-native/meteor';
 import * as meteorNamespace from 'ddp-transport-native/meteor';
+import { bridge } from 'ddp-transport-native/redis';
+import * as redisNamespace from 'ddp-transport-native/redis';
 
 const require = createRequire(import.meta.url);
 
@@ -33,7 +35,7 @@ const uwsImports = {
 
 test('every CommonJS export of each entry is a named ES export', () => {
   for (const [id, ns] of [['ddp-transport-native/uws', uwsNamespace], ['ddp-transport-native', mainNamespace],
-    ['ddp-transport-native/meteor', meteorNamespace]]) {
+    ['ddp-transport-native/meteor', meteorNamespace], ['ddp-transport-native/redis', redisNamespace]]) {
     const cjs = require(id);
     const named = Object.keys(ns).filter((k) => k !== 'default').sort();
     assert.deepEqual(named, Object.keys(cjs).sort(), id);
@@ -56,7 +58,8 @@ test('/uws: each name imported is defined, and the constants equal uws-pack\'s',
   }
 });
 
-test('main and Meteor entries: named imports are the functions and objects they document', () => {
+test('main, Meteor and Redis bridge entries: named imports are the functions and objects they document', () => {
+  assert.equal(typeof bridge, 'function');
   assert.equal(typeof MainApp, 'function');
   assert.equal(SendStatus.DROPPED, 2);
   assert.equal(typeof compressionOptions, 'function');

@@ -17,7 +17,7 @@ const { spawn, spawnSync } = require('node:child_process');
 const { runNode } = require('./helpers/proc');
 const { delay, withTimeout, waitFor, rawUpgrade } = require('./helpers/meteor-util');
 const { RetryingDdpClient } = require('./helpers/ddp-retry-client');
-const { findExecutable } = require('./helpers/common');
+const { findExecutable, freePort } = require('./helpers/common');
 
 const ROOT = path.resolve(__dirname, '..');
 const BACKEND = path.join(__dirname, 'helpers', 'scale-backend.js');
@@ -71,16 +71,6 @@ function nginxConf(dir, listenPort, backendPorts) {
   ].join('\n');
 }
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const { port } = srv.address();
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function canConnect(port) {
   return new Promise((resolve) => {

@@ -3,7 +3,8 @@
 // typed user data, an async upgrade with `res.aborted`, us_socket_context_t, compression flags,
 // listen sockets) type-checks unchanged with 'uWebSockets.js' mapped to this package's uws.d.ts
 // (`tsc --noEmit`, strict). Its `@ts-expect-error` line makes the check fail if the types were
-// loose (any). uws-pack's bundled typings declare the compression flags as types only (uWS.js's
+// loose (any). types/redis-program.ts checks redis.d.ts (the Redis bridge) the same way. uws-pack's
+// bundled typings declare the compression flags as types only (uWS.js's
 // own declare them as values too), so the program is not also checked against them.
 
 const { test } = require('node:test');

@@ -4,6 +4,7 @@
 
 const net = require('node:net');
 const fs = require('node:fs');
+const net = require('node:net');
 const path = require('node:path');
 const WebSocket = require('ws');
 
@@ -240,6 +241,18 @@ async function pool(total, concurrency, fn) {
   };
   await Promise.all(Array.from({ length: concurrency }, worker));
   return { done, errors };
+}
+
+/** A TCP port on 127.0.0.1 that was free a moment ago (for a server started by another process). */
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const s = net.createServer();
+    s.on('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address();
+      s.close(() => resolve(port));
+    });
+  });
 }
 
 /** The path of an executable on PATH or in `extraDirs` (sbin directories by default), or null. */

@@ -7,6 +7,7 @@
 // BENCH_EXIT_ON_STDIN_END=1, as the runner sets it) when its stdin closes, so that it can never
 // outlive the runner. BENCH_COMPRESS=1 turns permessage-deflate on with Meteor's defaults.
 
+const cluster = require('node:cluster');
 const EventEmitter = require('node:events');
 const path = require('node:path');
 
@@ -50,6 +51,7 @@ function exitRules(onExit) {
   };
   process.on('SIGTERM', () => bye(0));
   process.on('SIGINT', () => bye(0));
+  if (cluster.isWorker) process.on('disconnect', () => bye(0)); // the primary went away
   if (process.env.BENCH_EXIT_ON_STDIN_END === '1') {
     process.stdin.on('end', () => bye(0));
     process.stdin.on('error', () => bye(0));
@@ -180,6 +182,16 @@ function loadDdp() {
       },
     },
   });
+  if (cluster.isWorker) {
+    // A worker of bench/servers/cluster.js: the primary asks every worker to broadcast document k
+    // to its own `fanout` subscribers (`added` with fseq k; scripts/many-connections.js).
+    process.on('message', (m) => {
+      if (m && Number.isInteger(m.broadcast)) {
+        const sessions = server.publish({ fseq: m.broadcast, text: `broadcast ${m.broadcast}` });
+        process.send({ broadcasted: m.broadcast, sessions });
+      }
+    });
+  }
   if (CONNECT_COST_MS > 0) {
     // On the direct entry, so that it applies through handle() (a user of open) and without it.
     const open = server.open.bind(server);

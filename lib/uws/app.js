@@ -115,8 +115,11 @@ class UApp {
     return this._topics.count(text(topic));
   }
 
-  /** Close the listener and every socket now (close handlers run with 1006, as uWS). */
+  /** Close the listener and every socket now (close handlers run with 1006, as uWS); a broker
+   *  (the Redis bridge) closes with the app. */
   close() {
+    const broker = this._topics.broker;
+    if (broker !== null) broker.appClosed();
     for (const inner of this._inner._sockets.values()) {
       const u = inner._uws;
       if (u !== undefined && !u._done) {

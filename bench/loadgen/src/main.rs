@@ -9,6 +9,7 @@ mod client;
 mod ddp;
 mod storm;
 mod util;
+mod watch;
 
 use client::{err, Conn, Target, OP_CLOSE, OP_TEXT};
 use ddp::{answer_ping, kind, num_after, Call, ID_KEY};
@@ -18,7 +19,7 @@ use std::rc::Rc;
 use std::time::{Duration, Instant};
 use tokio::sync::{Notify, Semaphore};
 use tokio::task::{spawn_local, JoinHandle, LocalSet};
-use util::{cpu_seconds, mark, mean_us, ns32, pct_us, Json, Opts};
+use util::{cpu_seconds, mark, mean_us, ns32, pct_us, stdin_closed, Json, Opts};
 
 pub(crate) const READ_BUF: usize = 8192;
 
@@ -60,6 +61,7 @@ fn main() {
             "fanout" => fanout(&opts, target).await,
             "app-rate" => app::app_rate(&opts, target).await,
             "storm" => storm::storm(&opts, target).await,
+            "watch" => watch::watch(&opts, target, nofile).await,
             other => Err(format!("unknown workload {other:?}")),
         }
     });
@@ -76,7 +78,7 @@ fn main() {
     }
 }
 
-fn dur(s: f64) -> Duration {
+pub(crate) fn dur(s: f64) -> Duration {
     Duration::from_secs_f64(s)
 }
 
@@ -427,20 +429,8 @@ async fn idle(o: &Opts, t: Rc<Target>, nofile: u64) -> Result<(bool, String), St
     let answer = conns.first().and_then(|c| c.extensions.clone()).unwrap_or_default();
     println!("HELD {connected}");
     let holders: Vec<JoinHandle<io::Result<()>>> = conns.into_iter().map(|c| spawn_local(hold(c))).collect();
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    std::thread::spawn(move || {
-        use std::io::Read;
-        let mut sink = [0u8; 256];
-        let mut stdin = std::io::stdin().lock();
-        while let Ok(n) = stdin.read(&mut sink) {
-            if n == 0 {
-                break;
-            }
-        }
-        let _ = tx.send(());
-    });
     let h0 = Instant::now();
-    let _ = tokio::time::timeout(dur(o.hold_seconds), rx).await;
+    let _ = tokio::time::timeout(dur(o.hold_seconds), stdin_closed()).await;
     let held_s = h0.elapsed().as_secs_f64();
     let dropped = holders.iter().filter(|h| h.is_finished()).count();
     for h in &holders {
@@ -481,24 +471,16 @@ struct Fan {
 
 const FSEQ_KEY: &[u8] = br#""fseq":"#;
 
-async fn subscriber(mut c: Conn, fan: Rc<Fan>) -> io::Result<()> {
-    let mut now = Instant::now();
+/// Read `c` until it fails, answering pings, and call `on(k, now)` for each `added` that carries
+/// `"fseq":k`, where `now` is `clock()` read once per read (when its frames arrived). A close frame
+/// ends it with an error. The frame loop of `fanout`'s subscribers and of `watch`.
+pub(crate) async fn fseq_frames<T: Copy>(mut c: Conn, clock: impl Fn() -> T, mut on: impl FnMut(usize, T)) -> io::Result<()> {
+    let mut now = clock();
     loop {
         while let Some((op, p)) = c.rd.next_frame()? {
             if op == OP_TEXT && kind(p) == b"added" {
                 if let Some(k) = num_after(p, FSEQ_KEY) {
-                    let k = k as usize;
-                    let mut count = fan.count.borrow_mut();
-                    if k < count.len() {
-                        if count[k] == 0 {
-                            fan.first.borrow_mut()[k] = Some(now);
-                        }
-                        count[k] += 1;
-                        fan.last.borrow_mut()[k] = Some(now);
-                        if count[k] == fan.n {
-                            fan.complete.notify_one();
-                        }
-                    }
+                    on(k as usize, now);
                 }
                 continue;
             }
@@ -511,8 +493,25 @@ async fn subscriber(mut c: Conn, fan: Rc<Fan>) -> io::Result<()> {
             c.wr.flush(&c.stream).await?;
         }
         c.rd.fill(&mut c.stream).await?;
-        now = Instant::now();
+        now = clock();
     }
+}
+
+async fn subscriber(c: Conn, fan: Rc<Fan>) -> io::Result<()> {
+    fseq_frames(c, Instant::now, |k, now| {
+        let mut count = fan.count.borrow_mut();
+        if k < count.len() {
+            if count[k] == 0 {
+                fan.first.borrow_mut()[k] = Some(now);
+            }
+            count[k] += 1;
+            fan.last.borrow_mut()[k] = Some(now);
+            if count[k] == fan.n {
+                fan.complete.notify_one();
+            }
+        }
+    })
+    .await
 }
 
 async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {

@@ -3,9 +3,9 @@
 use std::io::{BufRead, Write};
 
 pub const USAGE: &str = "\
-usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate> [options]
+usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate|watch> [options]
   --url ws://127.0.0.1:P/websocket   server endpoint (default ws://127.0.0.1:3000/websocket)
-  --clients N        burst: 100, throughput: 50, idle: 5000
+  --clients N        burst: 100, throughput: 50, idle and watch: 5000
   --calls N          rtt: sequential echo calls (default 1000)
   --inflight N       throughput: calls in flight per client (default 4)
   --seconds S        throughput: measured seconds (default 10)
@@ -15,8 +15,10 @@ usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate> [options]
                      each client on its own fixed schedule (random phase), for --seconds
   --payload N        echo string length in bytes (default 16)
   --subscribers N    fanout: subscribed clients (default 500)
-  --writes N         fanout: sequential publish calls (default 200)
-  --hold-seconds S   idle: hold at most this long after HELD (default 600; stdin EOF ends earlier)
+  --writes N         fanout: sequential publish calls (default 200); watch: broadcasts (fseq 0..N-1) to report
+                     (watch: --clients subscribed to `fanout`, `GOT k first_us last_us` when broadcast k
+                     reached all of them, in wall-clock µs since the epoch; for runs over several processes)
+  --hold-seconds S   idle, watch: hold at most this long after HELD (default 600; stdin EOF ends earlier)
   --deflate          offer permessage-deflate as Chromium does (`permessage-deflate;
                      client_max_window_bits`), fail unless the server accepts it, then compress
                      every message sent and inflate compressed replies
@@ -29,7 +31,7 @@ usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate> [options]
   --pause-ms N       storm: pause of each existing client between its sequential calls (default 20)
   --sources K        connect from 127.0.0.1 .. 127.0.0.K (default 1)
   --sync             after each `MARK x` line wait for a line on stdin (the runner samples CPU then)
-Prints `MARK start`/`MARK end` around the measured phase, `HELD n` (idle), then one JSON line.";
+Prints `MARK start`/`MARK end` around the measured phase, `HELD n` (idle; watch: `HELD n seconds`), then one JSON line.";
 
 pub struct Opts {
     pub cmd: String,
@@ -163,6 +165,23 @@ pub fn raise_nofile(want: u64) -> u64 {
         }
         rl.rlim_cur as u64
     }
+}
+
+/// Resolves when stdin reaches its end (the runner closed it or exited): read on a thread of its own.
+pub async fn stdin_closed() {
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    std::thread::spawn(move || {
+        use std::io::Read;
+        let mut sink = [0u8; 256];
+        let mut stdin = std::io::stdin().lock();
+        while let Ok(n) = stdin.read(&mut sink) {
+            if n == 0 {
+                break;
+            }
+        }
+        let _ = tx.send(());
+    });
+    let _ = rx.await;
 }
 
 /// Print `MARK name`; with --sync wait for the runner's acknowledgement line on stdin.
