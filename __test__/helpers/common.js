@@ -2,7 +2,6 @@
 // Shared test helpers: deadlines, polling, app start-up and a queued `ws` client wrapper.
 // Every wait in here is bounded by a deadline so no test can hang.
 
-const net = require('node:net');
 const fs = require('node:fs');
 const net = require('node:net');
 const path = require('node:path');
@@ -39,18 +38,6 @@ async function waitFor(fn, { timeout = 5000, interval = 20, label = 'condition',
 }
 
 /** `app.listen('127.0.0.1', 0, cb)` as a promise of the bound port. */
-/** A free TCP port on 127.0.0.1 (for servers that cannot listen on port 0 and report it). */
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
-
 function listen(app, host = '127.0.0.1', port = 0) {
   return deadline(
     new Promise((resolve, reject) => {
