@@ -12,8 +12,8 @@ const { spawnSync } = require('node:child_process');
 const ROOT = path.join(__dirname, '..');
 const TESTS = path.join(ROOT, '__test__');
 
-// The suites only `npm run test:all` runs, and why: each drives a program from outside npm's tree
-// (nginx, HAProxy, Chromium) or runs long on its own. docs/testing.md has each suite's time.
+// The suites only `npm run test:all` runs, and why: each drives a browser or a proxy (Chromium,
+// nginx, HAProxy) or runs long on its own. docs/testing.md has each suite's time.
 const ONLY_IN_ALL = {
   'bench-smoke.test.js': 'every benchmark server and workload once',
   'browser-demo.test.js': 'headless Chromium',
