@@ -1,5 +1,5 @@
 // require('ddp-transport-native/uws'): the WebSocket part of uWebSockets.js's API (v20).
-// Differences from uWS.js: see the README, "uWebSockets.js compatibility".
+// Differences from uWS.js: see docs/uws-compat.md.
 /// <reference types="node" />
 
 /** The context handed to the upgrade handler, passed back to `res.upgrade` (opaque, as in uWS.js). */

@@ -171,7 +171,7 @@ describe('2. ws client options against noContextTakeover:false, maxWindowBits:15
     // Offer "permessage-deflate; client_max_window_bits=10": answered 10 (requestMaxWindowBits'
     // default), the client's window is parked between messages.
     // These 1.5 KiB messages repeat each other from further back than 1 KiB: the client's
-    // context helps less (the trade of the small window, see README).
+    // context helps less (the trade of the small window, see docs/compression.md).
     await run(t, { clientMaxWindowBits: 10 }, 'permessage-deflate; client_max_window_bits=10', { wireOutRatio: 0.25, wireInRatio: 0.6 });
   });
 

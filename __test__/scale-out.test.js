@@ -1,5 +1,5 @@
 'use strict';
-// Scale-out for real: nginx (the README's "Scaling out" config, taken from README.md) in front of
+// Scale-out for real: nginx (the config of docs/scaling.md, "N hosts", taken from that page) in front of
 // two instances of the demo app (http.Server + Meteor adapter + DDP session, drainOnSigterm),
 // Meteor-style reconnecting DDP clients bound to different loopback /24s so ip_hash spreads them.
 // One instance gets SIGTERM: its clients are closed in batches, reconnect through nginx to the
@@ -28,30 +28,31 @@ const GRACE_S = 3; // METEOR_SIGTERM_GRACE_PERIOD_SECONDS: the drain spreads clo
 
 const NGINX = findExecutable('nginx', ['/usr/sbin', '/usr/local/sbin', '/usr/local/nginx/sbin']);
 
-/** The ```nginx block of the README's "Scaling out" section. */
-function readmeNginxConfig() {
-  const readme = fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8');
-  const section = readme.slice(readme.indexOf('## Scaling out'));
-  const m = /```nginx\n([\s\S]*?)```/.exec(section);
-  assert.ok(m, 'README.md "Scaling out" has an nginx block');
+/** The ```nginx block of docs/scaling.md's "N hosts" section. */
+function docsNginxConfig() {
+  const page = fs.readFileSync(path.join(ROOT, 'docs', 'scaling.md'), 'utf8');
+  const at = page.indexOf('\n## N hosts\n');
+  assert.ok(at !== -1, 'docs/scaling.md has a "N hosts" section');
+  const m = /```nginx\n([\s\S]*?)```/.exec(page.slice(at));
+  assert.ok(m, 'docs/scaling.md "N hosts" has an nginx block');
   return m[1];
 }
 
-/** The README's block with our two instances and a loopback listener, in a full nginx.conf. */
+/** docs/scaling.md's block with our two instances and a loopback listener, in a full nginx.conf. */
 function nginxConf(dir, listenPort, backendPorts) {
-  const block = readmeNginxConfig();
+  const block = docsNginxConfig();
   for (const needed of ['ip_hash;', 'proxy_next_upstream error timeout http_503;', 'proxy_next_upstream_tries 2;',
     'proxy_set_header Upgrade $http_upgrade;']) {
-    assert.ok(block.includes(needed), `README nginx config has ${needed}`);
+    assert.ok(block.includes(needed), `docs/scaling.md nginx config has ${needed}`);
   }
   let n = 0;
   const servers = block.replace(/^(\s*)server \d+\.\d+\.\d+\.\d+:\d+;.*$/gm, (all, indent) => {
     const port = backendPorts[n++];
     return port === undefined ? '' : `${indent}server 127.0.0.1:${port};`;
   });
-  assert.equal(n, backendPorts.length, 'README upstream lists two servers');
+  assert.equal(n, backendPorts.length, 'docs/scaling.md upstream lists two servers');
   const http = servers.replace(/^(\s*)listen 80;$/m, `$1listen 127.0.0.1:${listenPort};`);
-  assert.ok(http.includes(`listen 127.0.0.1:${listenPort};`), 'README server block listens on 80');
+  assert.ok(http.includes(`listen 127.0.0.1:${listenPort};`), 'docs/scaling.md server block listens on 80');
   const p = (name) => path.join(dir, name);
   return [
     // As root the master would start its worker as `nobody`; keep it root (temp files are ours).
@@ -155,7 +156,7 @@ function percentile(sorted, p) {
   return sorted[Math.min(sorted.length - 1, Math.ceil((p / 100) * sorted.length) - 1)];
 }
 
-test('nginx (README config) in front of two instances: SIGTERM one, its clients move in batches, no method call lost, 503s retried', {
+test('nginx (docs/scaling.md config) in front of two instances: SIGTERM one, its clients move in batches, no method call lost, 503s retried', {
   skip: NGINX ? false : 'nginx not installed: apt-get install -y nginx (.ci/run installs it)',
   timeout: 60000,
 }, async (t) => {

@@ -4,7 +4,7 @@
 //   websocket.js  the WebSocket with uWS's methods and defaults
 //   http.js       res/req of the upgrade handler
 //   topics.js     pub/sub (one native call per publish, message encoded once)
-// Differences from uWS.js are listed in the README ("uWebSockets.js compatibility").
+// Differences from uWS.js are listed in docs/uws-compat.md.
 
 const fs = require('fs');
 const https = require('https');
