@@ -112,6 +112,8 @@ export interface TemplatedApp {
   ws<UserData>(pattern: string, behavior: WebSocketBehavior<UserData>): TemplatedApp;
   listen(port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
   listen(host: RecognizedString, port: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
+  /** As uWS.js: a given port (not 0) is bound with SO_REUSEPORT unless `options` has
+   *  LIBUS_LISTEN_EXCLUSIVE_PORT, so processes (node:cluster workers) listening on it share it. */
   listen(port: number, options: number, cb: (listenSocket: us_listen_socket | false) => void | Promise<void>): TemplatedApp;
   publish(topic: RecognizedString, message: RecognizedString, isBinary?: boolean, compress?: boolean): boolean;
   numSubscribers(topic: RecognizedString): number;

@@ -10,6 +10,7 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 const WebSocket = require('ws');
 const uws = require('../lib/uws');
+const { freePort } = require('./helpers/common');
 
 /** Start an app with one route; resolves { port, app }. */
 function serve(pattern, behavior, host = '127.0.0.1') {
@@ -309,5 +310,60 @@ both('route priority: static, then parameter, then wildcard, whatever the order 
     assert.deepStrictEqual(got, [['/a/static', '/a/static'], ['/a/x', '/a/:p'], ['/a/x/y', '/a/*'], ['/b', '/*'], ['/a/', '/a/*']]);
   } finally {
     app.close();
+  }
+});
+
+both('listen: apps that listen on one given port share it (SO_REUSEPORT, as uSockets binds): connections are spread; a listener that does not share is refused', async (impl) => {
+  const mk = (tag) => {
+    const app = impl.App();
+    app.ws('/*', { open: (ws) => ws.send(tag) });
+    return app;
+  };
+  const listen = (app, ...args) => new Promise((resolve) => app.listen(...args, resolve));
+  const [a, b] = [mk('a'), mk('b')];
+  const port = await freePort();
+  const ta = await listen(a, '127.0.0.1', port);
+  const tb = await listen(b, '127.0.0.1', port);
+  const blocker = require('node:net').createServer();
+  try {
+    assert.ok(ta && tb, 'a second app listens on the same port');
+    const seen = new Set();
+    for (let i = 0; i < 32 && seen.size < 2; i++) seen.add((await handshake(port, '/x')).first);
+    assert.deepEqual([...seen].sort(), ['a', 'b'], 'the kernel spreads connections over both');
+    const err = await new Promise((resolve) => {
+      blocker.once('error', resolve);
+      blocker.listen(port, '127.0.0.1', () => resolve(null));
+    });
+    assert.equal(err && err.code, 'EADDRINUSE', 'a socket without SO_REUSEPORT cannot take the port');
+  } finally {
+    blocker.close();
+    for (const t of [ta, tb]) if (t) impl.us_listen_socket_close(t);
+  }
+});
+
+test('listen: a port bound as port 0, and the main API (App().listen), do not share', async () => {
+  const mk = () => {
+    const app = uws.App();
+    app.ws('/*', {});
+    return app;
+  };
+  const listen = (app, ...args) => new Promise((resolve) => app.listen(...args, resolve));
+  const any = await listen(mk(), '127.0.0.1', 0);
+  const refused = await listen(mk(), '127.0.0.1', uws.us_socket_local_port(any));
+  uws.us_listen_socket_close(any);
+  assert.equal(refused, false, 'port 0 is bound without SO_REUSEPORT (as uSockets)');
+  const port = await freePort();
+  const shared = await listen(mk(), '127.0.0.1', port);
+  try {
+    assert.ok(shared);
+    const { App } = require('..');
+    const app = App();
+    app.ws('/*', {});
+    const res = await new Promise((resolve) => app.listen('127.0.0.1', port, (t, err) => resolve({ t, err })));
+    assert.equal(res.t, false);
+    assert.equal(res.err.code, 'EADDRINUSE', 'the main API binds without SO_REUSEPORT');
+    app.close();
+  } finally {
+    uws.us_listen_socket_close(shared);
   }
 });

@@ -57,9 +57,16 @@ class TemplatedApp {
 
   listen(a, b, c) {
     const { host, port, cb } = O.listenArgs(a, b, c);
+    return this._listen(host, port, false, cb);
+  }
+
+  /** The one door to the own listener. `share`: bind with SO_REUSEPORT, so that processes which
+   *  all listen so share the port (the /uws surface's default for a given port, as uWS.js; Unix
+   *  only). */
+  _listen(host, port, share, cb) {
     let bound;
     try {
-      bound = this._native.listen(host, port);
+      bound = this._native.listen(host, port, share);
     } catch (e) {
       const err = O.nativeError(e, `listen ${host}:${port}`);
       if (cb.length < 2) process.emitWarning(err.message, 'ListenWarning', err.code);

@@ -89,6 +89,9 @@ function routeOptions(pattern, behavior) {
 
 // ---- the uWebSockets.js compat surface (lib/uws) ------------------------------------------
 
+/** uWS.js's listen option (uSockets' LIBUS_LISTEN_EXCLUSIVE_PORT): bind without SO_REUSEPORT. */
+const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
+
 /** uWS's CompressOptions bits (values as uWebSockets.js v20 defines them). */
 const UWS_COMPRESS = Object.freeze({
   DISABLED: 0,
@@ -303,6 +306,7 @@ module.exports = {
   answerHeaders,
   refusalStatus,
   UWS_COMPRESS,
+  LIBUS_LISTEN_EXCLUSIVE_PORT,
   uwsCompression,
   uwsRouteOptions,
   describe,

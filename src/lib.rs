@@ -214,11 +214,12 @@ impl NativeApp {
     }
 
     /// Returns the bound port. Errors start with the errno name (e.g. "EADDRINUSE: ...").
+    /// `share`: bind with SO_REUSEPORT (see native_ws::Server::listen).
     #[napi]
-    pub fn listen(&self, host: String, port: u32) -> Result<u32> {
+    pub fn listen(&self, host: String, port: u32, share: Option<bool>) -> Result<u32> {
         let addr = self
             .server()?
-            .listen(&host, port as u16)
+            .listen(&host, port as u16, share.unwrap_or(false))
             .map_err(io_error)?;
         Ok(addr.port() as u32)
     }

@@ -99,9 +99,14 @@ class UApp {
    *  listen socket, or false when it could not listen (as uWS). */
   listen(a, b, c) {
     let args = [a, b, c];
-    if (typeof a === 'number' && typeof b === 'number') args = [a, c]; // (port, options, cb)
+    let options = 0;
+    if (typeof a === 'number' && typeof b === 'number') [args, options] = [[a, c], b]; // (port, options, cb)
     const { host, port, cb } = O.listenArgs(...args);
-    this._inner.listen(host, port, (token) => {
+    // uSockets binds a given port (not 0) with SO_REUSEPORT unless told
+    // LIBUS_LISTEN_EXCLUSIVE_PORT: node:cluster workers (or any processes) listening on one port
+    // share it.
+    const share = port !== 0 && (options & O.LIBUS_LISTEN_EXCLUSIVE_PORT) === 0;
+    this._inner._listen(host, port, share, (token) => {
       cb(token ? new ListenSocket(this, token.port, () => this._stopListening()) : false);
     });
     return this;

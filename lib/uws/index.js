@@ -66,8 +66,6 @@ function us_socket_local_port(listenSocket) {
   return listenSocket ? listenSocket.port : -1;
 }
 
-const LIBUS_LISTEN_EXCLUSIVE_PORT = 1;
-
 // Every export by name, so that Node's detection of CommonJS exports (cjs-module-lexer) sees them
 // and `import { App, SHARED_COMPRESSOR } from 'ddp-transport-native/uws'` works: it reads names
 // written in the object literal, not a spread. The values are defined once, in lib/options.js.
@@ -78,6 +76,7 @@ const {
   DEDICATED_COMPRESSOR_8KB, DEDICATED_COMPRESSOR_16KB, DEDICATED_COMPRESSOR_32KB, DEDICATED_COMPRESSOR_64KB,
   DEDICATED_COMPRESSOR_128KB, DEDICATED_COMPRESSOR_256KB, DEDICATED_COMPRESSOR,
 } = O.UWS_COMPRESS;
+const { LIBUS_LISTEN_EXCLUSIVE_PORT } = O;
 
 module.exports = {
   App,

@@ -115,7 +115,7 @@ fn main() {
         ..Behavior::default()
     };
     server.add_route("/*", behavior);
-    let addr = server.listen("127.0.0.1", port).expect("listen");
+    let addr = server.listen("127.0.0.1", port, false).expect("listen");
     println!("READY {}", addr.port());
     // Serve until killed (the runner sends SIGTERM).
     loop {

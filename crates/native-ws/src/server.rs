@@ -148,18 +148,25 @@ impl Server {
         &self.shared.admission
     }
 
-    /// Bind `host:port` (port 0 = any) and accept on the I/O pool. Fails loudly (EADDRINUSE);
-    /// never shares a port through SO_REUSEPORT.
-    pub fn listen(&self, host: &str, port: u16) -> io::Result<SocketAddr> {
+    /// Bind `host:port` (port 0 = any) and accept on the I/O pool. A port in use fails loudly
+    /// (EADDRINUSE), unless `share`: then the port is bound with SO_REUSEPORT (Unix), so that
+    /// processes which all bind it that way share it and the kernel spreads their connections
+    /// (node:cluster workers each listening on one port). Windows has no SO_REUSEPORT: there
+    /// `share` is ignored.
+    pub fn listen(&self, host: &str, port: u16, share: bool) -> io::Result<SocketAddr> {
         let addr = (host, port)
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("cannot resolve {host}")))?;
-        self.listen_on(addr, Source::Socket)
+        let std_listener = if share { bind_shared(addr)? } else { std::net::TcpListener::bind(addr)? };
+        self.accept_on(std_listener, Source::Socket)
     }
 
     fn listen_on(&self, addr: SocketAddr, source: Source) -> io::Result<SocketAddr> {
-        let std_listener = std::net::TcpListener::bind(addr)?;
+        self.accept_on(std::net::TcpListener::bind(addr)?, source)
+    }
+
+    fn accept_on(&self, std_listener: std::net::TcpListener, source: Source) -> io::Result<SocketAddr> {
         std_listener.set_nonblocking(true)?;
         let local = std_listener.local_addr()?;
         let _enter = self.rt().enter();
@@ -526,4 +533,22 @@ async fn accept_upgrade(
         extensions: extensions.unwrap_or_default(),
     };
     Some((conn, leftover, info))
+}
+
+/// A listener on `addr` with SO_REUSEPORT (and SO_REUSEADDR, as std sets it): see [`Server::listen`].
+#[cfg(unix)]
+fn bind_shared(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    use socket2::{Domain, Socket, Type};
+    const BACKLOG: i32 = 1024;
+    let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
+    socket.set_reuse_address(true)?;
+    socket.set_reuse_port(true)?;
+    socket.bind(&addr.into())?;
+    socket.listen(BACKLOG)?;
+    Ok(socket.into())
+}
+
+#[cfg(not(unix))]
+fn bind_shared(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+    std::net::TcpListener::bind(addr)
 }

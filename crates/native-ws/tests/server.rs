@@ -33,7 +33,7 @@ fn start(behavior: Behavior) -> (Server, Arc<Echo>, u16) {
     let echo = Arc::new(Echo::default());
     let server = Server::new(1, echo.clone()).unwrap();
     server.add_route("/*", behavior);
-    let port = server.listen("127.0.0.1", 0).unwrap().port();
+    let port = server.listen("127.0.0.1", 0, false).unwrap().port();
     (server, echo, port)
 }
 
@@ -170,4 +170,19 @@ fn binding_api_paths_resolve() {
     let _ = DeflateConfig::default();
     assert!(path_matches("/ws", "/ws/"));
     assert!(is_valid_close_code(CLOSE_TRY_AGAIN));
+}
+
+#[cfg(unix)]
+#[test]
+fn servers_that_share_a_port_both_bind_and_an_exclusive_one_is_refused() {
+    let server = || {
+        let s = Server::new(1, Arc::new(Echo::default())).unwrap();
+        s.add_route("/*", Behavior::default());
+        s
+    };
+    let (a, b, c) = (server(), server(), server());
+    let port = a.listen("127.0.0.1", 0, true).unwrap().port();
+    assert_eq!(b.listen("127.0.0.1", port, true).unwrap().port(), port, "a second shared listener");
+    let err = c.listen("127.0.0.1", port, false).unwrap_err();
+    assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err}");
 }
