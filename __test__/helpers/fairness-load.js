@@ -1,7 +1,7 @@
 'use strict';
 // Load for the fairness probe: CLIENTS `ws` clients, each keeping INFLIGHT messages of SIZE bytes
-// in flight (echoed back by the server), for SECONDS seconds at most. With COMPRESS=1 the clients
-// offer permessage-deflate. Prints `{type:'done', echoed, errors}` when done.
+// in flight (echoed back by the server) once all are open, for SECONDS seconds at most. With
+// COMPRESS=1 the clients offer permessage-deflate. Prints `{type:'done', echoed, errors}` when done.
 //
 //   node fairness-load.js <url> <clients> <inflight> <size> <seconds> <compress 0|1>
 
@@ -39,8 +39,12 @@ for (let i = 0; i < CLIENTS; i++) {
   const ws = new WebSocket(url, { perMessageDeflate: COMPRESS ? { threshold: 1 << 20 } : false });
   sockets.push(ws);
   ws.on('open', () => {
-    if (++open === CLIENTS) process.stdout.write(JSON.stringify({ type: 'open' }) + '\n');
-    for (let k = 0; k < INFLIGHT; k++) ws.send(PAYLOAD);
+    if (++open < CLIENTS) return;
+    process.stdout.write(JSON.stringify({ type: 'open' }) + '\n');
+    // The load starts once every client is open: sent from the first open, it saturated the
+    // server while later clients were still upgrading, and admission control (rightly) held and
+    // then refused some of those upgrades, so `open` never came (CI, Meteor adapter + deflate).
+    for (const s of sockets) for (let k = 0; k < INFLIGHT; k++) s.send(PAYLOAD);
   });
   ws.on('message', () => {
     echoed++;
