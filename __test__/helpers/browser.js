@@ -78,8 +78,13 @@ async function untarBrotli(from, dir) {
     tar.once('error', reject);
     tar.once('close', (code) => (code === 0 ? resolve() : reject(new Error(`tar -x ${from}: exit ${code} ${stderr}`))));
   });
-  await pipeline(fs.createReadStream(from), zlib.createBrotliDecompress(), tar.stdin);
-  await exited;
+  // tar may exit at the archive's end-of-archive blocks, before the padding after them is
+  // written to its stdin: the pipeline then ends with a premature close (or EPIPE), which is no
+  // error; tar's own exit status says whether the archive was extracted.
+  const fed = pipeline(fs.createReadStream(from), zlib.createBrotliDecompress(), tar.stdin).catch((e) => {
+    if (e.code !== 'ERR_STREAM_PREMATURE_CLOSE' && e.code !== 'EPIPE') throw e;
+  });
+  await Promise.all([fed, exited]);
 }
 
 /** Unpack @sparticuz/chromium's browser (once per version); resolves the unpacked directory. */
