@@ -78,25 +78,30 @@ test('a burst far larger than one turn is delivered complete and in order, with 
   assert.ok(immediates >= 50, `setImmediate ran ${immediates} times during the burst`);
 });
 
-for (const mode of ['listen', 'meteor']) {
-  for (const compress of [false, true]) {
-    const name = `${mode === 'listen' ? 'own listener' : 'Meteor adapter (attach)'}, ${compress ? 'permessage-deflate' : 'no compression'}`;
-    test(`saturated ${name}: a 10 ms timer stays on time and a plain HTTP GET is answered`, { timeout: 90000 }, async () => {
-      const m = await measureFairness({ mode, compress, seconds: 4 });
-      const l = m.lateness;
-      const h = m.http;
-      const info = JSON.stringify(m);
-      assert.ok(m.utilization >= 0.8, `the server was not saturated (event loop busy ${(m.utilization * 100).toFixed(0)}%): ${info}`);
-      assert.ok(l.n >= 50, `the interval fired ${l.n} times in 4 s: ${info}`);
-      const noise = m.machine; // an idle process's lateness in the same window
-      assert.ok(l.p99 < 50 + noise.p99, `timer lateness p99 ${l.p99.toFixed(1)} ms: ${info}`);
-      assert.ok(l.max < 200 + noise.max, `timer lateness max ${l.max.toFixed(1)} ms: ${info}`);
-      assert.equal(h.failed, 0, `every HTTP GET answered: ${info}`);
-      assert.ok(h.n >= 20, `HTTP probes ${h.n}: ${info}`);
-      assert.ok(h.p95 < 100 + noise.p99, `HTTP GET p95 ${h.p95.toFixed(1)} ms: ${info}`);
-      assert.ok(h.max < 300 + noise.max, `HTTP GET max ${h.max.toFixed(1)} ms: ${info}`);
-    });
-  }
+// Plus the Meteor adapter with its work in promise jobs, as Meteor 3's async method handlers run:
+// Node runs a delivery's promise jobs before it calls the bridge again in the same wakeup, so the
+// turn's budget must count them (before the fix: timers up to 457 ms late on Meteor's livedata).
+const SATURATED = [
+  ...['listen', 'meteor'].flatMap((mode) => [false, true].map((compress) => ({ mode, compress, deferred: false }))),
+  { mode: 'meteor', compress: false, deferred: true },
+];
+for (const { mode, compress, deferred } of SATURATED) {
+  const name = `${mode === 'listen' ? 'own listener' : 'Meteor adapter (attach)'}, ${compress ? 'permessage-deflate' : 'no compression'}${deferred ? ', work in promise jobs' : ''}`;
+  test(`saturated ${name}: a 10 ms timer stays on time and a plain HTTP GET is answered`, { timeout: 90000 }, async () => {
+    const m = await measureFairness({ mode, compress, deferred, seconds: 4 });
+    const l = m.lateness;
+    const h = m.http;
+    const info = JSON.stringify(m);
+    assert.ok(m.utilization >= 0.8, `the server was not saturated (event loop busy ${(m.utilization * 100).toFixed(0)}%): ${info}`);
+    assert.ok(l.n >= 50, `the interval fired ${l.n} times in 4 s: ${info}`);
+    const noise = m.machine; // an idle process's lateness in the same window
+    assert.ok(l.p99 < 50 + noise.p99, `timer lateness p99 ${l.p99.toFixed(1)} ms: ${info}`);
+    assert.ok(l.max < 200 + noise.max, `timer lateness max ${l.max.toFixed(1)} ms: ${info}`);
+    assert.equal(h.failed, 0, `every HTTP GET answered: ${info}`);
+    assert.ok(h.n >= 20, `HTTP probes ${h.n}: ${info}`);
+    assert.ok(h.p95 < 100 + noise.p99, `HTTP GET p95 ${h.p95.toFixed(1)} ms: ${info}`);
+    assert.ok(h.max < 300 + noise.max, `HTTP GET max ${h.max.toFixed(1)} ms: ${info}`);
+  });
 }
 
 test('expensive handlers inside one read (40 pipelined messages × 5 ms of JS): the turn stops inside the batch, timers run every ~5 ms, every message is handled in order', { timeout: 60000 }, async (t) => {

@@ -21,8 +21,16 @@ class TemplatedApp {
     // turn's other I/O (src/bridge.rs, fairness). A batch's handlers stop when the budget is spent;
     // the rest of the batch waits in `_carry` and runs first, from setImmediate turns (a budget of
     // TURN_BUDGET_MS each), before the bridge settles.
+    // A turn lasts from its first delivery until the event loop's check phase, where a
+    // setImmediate queued with that delivery tells the bridge (`turnOver`): deliveries Node chains
+    // in between (woken while handlers or their promise jobs ran) share the turn's budget.
     this._carry = null; // { batch, i }: events delivered but not handled yet, in order
     this._settleFn = () => this._settle();
+    this._turnMarked = false;
+    this._turnOverFn = () => {
+      this._turnMarked = false;
+      this._bridge.turnOver();
+    };
     this._native = new native.NativeApp(threads, (...batch) => {
       if (batch.length === 0) {
         setImmediate(this._settleFn);
@@ -101,6 +109,10 @@ class TemplatedApp {
 
   /** A chunk from the bridge: false when the turn's budget ran out before its end (the rest waits). */
   _deliver(batch) {
+    if (!this._turnMarked) {
+      this._turnMarked = true;
+      setImmediate(this._turnOverFn);
+    }
     const left = batch[1]; // the header: the turn's budget left, ms
     let i = 2;
     if (this._carry !== null) {

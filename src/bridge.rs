@@ -16,23 +16,29 @@
 //! Fairness (one delivery per event-loop turn, bounded in time): Node runs a threadsafe
 //! function's callback again in the same wakeup, without returning to the event loop, when the
 //! function is called while its callback runs (up to 1,000 times per wakeup: nodejs/node#38506).
-//! When the I/O threads woke JS for events that arrived during a delivery, a saturated server
-//! therefore stayed in that loop for seconds and timers, other I/O and `setImmediate` starved.
-//! So a wakeup stays armed from the I/O threads' side until the JS thread disarms it: `deliver`
-//! hands over events in chunks until the queue is empty or the turn's budget
-//! ([`native_ws::pacing`], 5 ms) is spent. Queue empty: it disarms (the next event wakes JS) and
-//! leaves the turn open: if the I/O threads woke JS while the callback ran, Node calls it again at
-//! once, and that delivery continues the same turn and budget (the bridge notes such wakeups), so
-//! a chain of light deliveries is bounded too. Budget spent: what is left waits on the JS thread,
-//! in order, and JS is asked (a call of the dispatch function with NO arguments) to call `settle`
-//! from a `setImmediate`, i.e. after the poll phase's other I/O; `settle` delivers the next turn's
-//! worth itself (no second wakeup; timers run before the next `settle`). Under light load it is one
-//! wakeup per batch and nothing else (a `setImmediate` hop after every delivery put ~1 ms on the
-//! round trip's p99). Every chunk starts with a header pair `-1, ms` (the turn's budget left): JS
-//! checks it per event (lib/app.js), and when a chunk's handlers are expensive (a 3 ms DDP login
-//! each) it stops inside the chunk, keeps its rest, answers `false`, and settles only once that
-//! rest is done. Each chunk's replies are written when its call returns (not at the end of the
-//! turn).
+//! "While its callback runs" includes the promise jobs and `process.nextTick`s the handlers left
+//! behind: Node runs those when the callback returns, inside the same wakeup (a `CallbackScope`
+//! per call). When the I/O threads woke JS for events that arrived during a delivery, a saturated
+//! server therefore stayed in that loop for seconds and timers, other I/O and `setImmediate`
+//! starved — and with Meteor 3, whose method handlers run in promise jobs, the jobs of one
+//! delivery alone outlast the budget below.
+//! So a wakeup stays armed from the I/O threads' side until the JS thread disarms it, and a turn
+//! lasts from its first delivery until the event loop's check phase (JS marks it there with a
+//! `setImmediate`, `turn_over`): `deliver` hands over events in chunks until the queue is empty or
+//! the turn's budget ([`native_ws::pacing`], 5 ms) is spent, counted from the turn's start, so the
+//! promise jobs of earlier deliveries in the turn count too. Queue empty: it disarms (the next
+//! event wakes JS) and leaves the turn open: if the I/O threads woke JS during the callback or its
+//! promise jobs, Node calls it again at once, and that delivery continues the same turn and
+//! budget, so a chain of deliveries is bounded by one budget. Budget spent: what is left waits on
+//! the JS thread, in order, and JS is asked (a call of the dispatch function with NO arguments) to
+//! call `settle` from a `setImmediate`, i.e. after the poll phase's other I/O; `settle` delivers
+//! the next turn's worth itself (no second wakeup; timers run before the next `settle`). Under
+//! light load it is one wakeup per batch and nothing else (a `setImmediate` hop after every
+//! delivery put ~1 ms on the round trip's p99; the turn's marker delays nothing). Every chunk
+//! starts with a header pair `-1, ms` (the turn's budget left): JS checks it per event
+//! (lib/app.js), and when a chunk's handlers are expensive (a 3 ms DDP login each) it stops inside
+//! the chunk, keeps its rest, answers `false`, and settles only once that rest is done. Each
+//! chunk's replies are written when its call returns (not at the end of the turn).
 
 use napi::bindgen_prelude::*;
 use napi::sys;
@@ -177,10 +183,9 @@ pub struct Bridge {
     /// (0 = none); with the queue's `since`, the consumer's lag admission control reads
     taken_since: AtomicU64,
     epoch: Instant,
-    /// the threadsafe function's callback is running (JS thread sets, I/O threads read)
-    in_wakeup: AtomicBool,
-    /// JS was woken while that callback ran: Node calls it again at once, in the same turn
-    chained: AtomicBool,
+    /// events were delivered in this turn of the event loop and JS has not marked its end yet
+    /// (`turn_over`, from a `setImmediate`): a delivery now continues the turn (JS thread only)
+    turn_open: AtomicBool,
 }
 
 impl Bridge {
@@ -194,8 +199,7 @@ impl Bridge {
             admission: OnceLock::new(),
             taken_since: AtomicU64::new(0),
             epoch: Instant::now(),
-            in_wakeup: AtomicBool::new(false),
-            chained: AtomicBool::new(false),
+            turn_open: AtomicBool::new(false),
         });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
@@ -347,14 +351,14 @@ impl Bridge {
         }
     }
 
+    /// JS thread, from the `setImmediate` JS queues when a turn's first events reach it: the
+    /// event loop reached its check phase, so the next delivery starts a new turn.
+    pub fn turn_over(&self) {
+        self.turn_open.store(false, Relaxed);
+    }
+
     /// Call the threadsafe function (it only wakes JS: `deliver` takes the queue itself).
     fn wake_js(&self) {
-        // Node runs a callback woken during its run again before returning to the event loop.
-        // (A wakeup racing the callback's end may be taken for chained, or not: either way the
-        // next delivery still gets at most one turn's budget, counted from one start or another.)
-        if self.in_wakeup.load(Relaxed) {
-            self.chained.store(true, Relaxed);
-        }
         let wake = self.wake.lock().unwrap();
         if let Some(w) = wake.as_ref() {
             // SAFETY: the handle is live while it is in `wake` (we hold the lock).
@@ -465,15 +469,12 @@ unsafe extern "C" fn deliver(env: sys::napi_env, js_cb: sys::napi_value, context
     }
     // SAFETY: `context` is the Arc leaked in `Bridge::new`, alive until `finalize`.
     let bridge = &*(context as *const Bridge);
-    let same_turn = bridge.chained.swap(false, Relaxed);
-    bridge.in_wakeup.store(true, Relaxed);
-    run(env, js_cb, bridge, same_turn);
-    bridge.in_wakeup.store(false, Relaxed);
+    run(env, js_cb, bridge, bridge.turn_open.load(Relaxed));
 }
 
-/// One delivery (from the threadsafe function's wakeup, or from `settle`; `same_turn`: Node
-/// chained this wakeup to the previous one): disarm when the queue is empty, else ask JS to
-/// `settle` after the turn's other I/O.
+/// One delivery (from the threadsafe function's wakeup, or from `settle`; `same_turn`: the event
+/// loop has not reached its check phase since this turn's first delivery): disarm when the queue
+/// is empty, else ask JS to `settle` after the turn's other I/O.
 unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge, same_turn: bool) {
     let mut undefined = ptr::null_mut();
     sys::napi_get_undefined(env, &mut undefined);
@@ -557,6 +558,8 @@ unsafe fn deliver_turn(
         // e.g. a DDP login): it keeps the chunk's rest and goes on from a setImmediate.
         let mut js_done = true;
         if n > 0 && !left.is_null() {
+            // JS marks the turn's end from a setImmediate it queues on a turn's first chunk.
+            bridge.turn_open.store(true, Relaxed);
             let mut result = ptr::null_mut();
             if sys::napi_call_function(env, undefined, js_cb, args.len(), args.as_ptr(), &mut result) == sys::Status::napi_ok
                 && !result.is_null()

@@ -397,6 +397,13 @@ impl BridgeHandle {
     pub fn settle(&self, env: Env) {
         self.bridge.settle(env.raw());
     }
+
+    /// From a `setImmediate` queued when a turn's first events reached JS: the event loop got to
+    /// its check phase, so the next delivery starts a new turn (see bridge.rs, fairness).
+    #[napi]
+    pub fn turn_over(&self) {
+        self.bridge.turn_over();
+    }
 }
 
 #[napi]

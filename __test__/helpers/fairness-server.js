@@ -5,19 +5,24 @@
 //    attached to a Node http.Server), on a second port of the same process in `listen` mode (the
 //    own listener answers no HTTP; the probe then measures how long Node's I/O callbacks wait).
 // Every message costs WORK_US of synchronous JS before it is echoed (a Meteor method stand-in), so
-// that the load generator can offer more messages than one core serves.
+// that the load generator can offer more messages than one core serves. With `defer` 1 that work
+// and the echo run in a promise job instead (as Meteor 3's async method handlers do): Node runs
+// those jobs after the bridge's call returns, still inside the same wakeup.
 //
-//   node fairness-server.js <listen|meteor> <compress 0|1> <workUs>
+//   node fairness-server.js <listen|meteor> <compress 0|1> <workUs> [defer 0|1]
 // env DTN_PKG: the package to load (default: this checkout). Prints `READY <wsPort> <httpPort>`;
 // on stdin `report` prints one JSON line of the probe since the last report and resets it.
 
 const http = require('node:http');
 const path = require('node:path');
 
-const [mode = 'listen', compressArg = '0', workArg = '50'] = process.argv.slice(2);
+const [mode = 'listen', compressArg = '0', workArg = '50', deferArg = '0'] = process.argv.slice(2);
 const PKG = process.env.DTN_PKG || path.resolve(__dirname, '..', '..');
 const COMPRESS = compressArg === '1';
 const WORK_MS = Number(workArg) / 1000;
+const resolved = Promise.resolve();
+/** Run `fn` now, or (defer) in a promise job. */
+const handle = deferArg === '1' ? (fn) => { resolved.then(fn); } : (fn) => fn();
 const METEOR_DEFLATE = { threshold: 1024, level: 1, memLevel: 1, noContextTakeover: true, maxWindowBits: 8 };
 
 function work() {
@@ -74,9 +79,11 @@ if (mode === 'listen') {
     compression: COMPRESS ? { ...METEOR_DEFLATE } : false,
     idleTimeout: 0,
     message(ws, data, isBinary) {
-      handled++;
-      work();
-      ws.send(data, isBinary);
+      handle(() => {
+        handled++;
+        work();
+        ws.send(data, isBinary);
+      });
     },
   });
   app.listen('127.0.0.1', 0, (token) => {
@@ -91,9 +98,11 @@ if (mode === 'listen') {
   const events = createNativeTransport({ settings: {} }).setup(httpServer, '', COMPRESS ? {} : { websocketExtensions: () => [] });
   events.on('connection', (socket) => {
     socket.on('data', (d) => {
-      handled++;
-      work();
-      socket.send(d);
+      handle(() => {
+        handled++;
+        work();
+        socket.send(d);
+      });
     });
   });
   httpServer.listen(0, '127.0.0.1', () => ready(httpServer.address().port, httpServer.address().port));

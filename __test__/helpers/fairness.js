@@ -91,16 +91,17 @@ function controlProbe() {
  * @param {'listen'|'meteor'} o.mode  own listener, or the Meteor adapter on an http.Server
  * @param {boolean} o.compress        permessage-deflate (Meteor's defaults) on both sides
  * @param {number} [o.workUs]         synchronous JS per message on the server (default 50 µs, 250 compressed)
+ * @param {boolean} [o.deferred]      that work (and the echo) runs in a promise job, as Meteor 3's async methods
  * @param {number} [o.seconds]        measured window (after 1 s of warm-up)
  * @param {string} [o.pkg]            the package to measure (default: this checkout)
  */
-async function measureFairness({ mode, compress, workUs, clients = 50, inflight = 4, size, seconds = 4, pkg } = {}) {
+async function measureFairness({ mode, compress, workUs, deferred = false, clients = 50, inflight = 4, size, seconds = 4, pkg } = {}) {
   const bytes = size ?? (compress ? 2048 : 256);
   // Enough JS per message that one load process offers more than the server's JS thread serves
   // (a compressed echo costs the load process more per message: it inflates every reply).
   workUs ??= compress ? 250 : 50;
   const env = pkg ? { DTN_PKG: pkg } : {};
-  const server = child([path.join(HELPERS, 'fairness-server.js'), mode, compress ? '1' : '0', String(workUs)], env);
+  const server = child([path.join(HELPERS, 'fairness-server.js'), mode, compress ? '1' : '0', String(workUs), deferred ? '1' : '0'], env);
   let load;
   let control;
   try {
@@ -133,6 +134,7 @@ async function measureFairness({ mode, compress, workUs, clients = 50, inflight 
     return {
       mode,
       compress,
+      deferred,
       lateness: rep.lateness,
       http: { ...stats(httpMs), failed: httpFailed },
       perSecond: Math.round(rep.handled / window),
