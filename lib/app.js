@@ -31,6 +31,19 @@ class TemplatedApp {
       this._turnMarked = false;
       this._bridge.turnOver();
     };
+    // Close after what came before it: a socket's close handler runs only once the promise jobs
+    // of its earlier events' handlers have run, as it does when each read is its own callback
+    // (uWS.js, Node's sockets). A delivery can hold several reads of one socket, its close
+    // included, with no microtask checkpoint between them (chunks of one wakeup are one JS call
+    // after another), so a close whose socket had an event since the last checkpoint waits in
+    // the carry for the next turn. `_epoch` counts checkpoints: `_mark` stamps a socket with it
+    // and queues the microtask that moves it on.
+    this._epoch = 0;
+    this._epochQueued = false;
+    this._epochFn = () => {
+      this._epochQueued = false;
+      this._epoch++;
+    };
     this._native = new native.NativeApp(threads, (...batch) => {
       if (batch.length === 0) {
         setImmediate(this._settleFn);
@@ -170,10 +183,15 @@ class TemplatedApp {
         runId = id;
         runStart = now;
       }
+      if (kind === Event.CLOSE) {
+        const ws = this._sockets.get(id);
+        if (ws !== undefined && ws._epoch === this._epoch) return i; // see `_epoch`
+      }
       try {
         if (kind === Event.TEXT || kind === Event.BINARY) {
           const ws = this._sockets.get(id);
           if (ws !== undefined && !ws._ending) {
+            this._mark(ws);
             const h = ws._behavior.message;
             if (h !== undefined) h(ws, v, kind === Event.BINARY);
           }
@@ -183,11 +201,17 @@ class TemplatedApp {
           this._close(id, v.code, v.reason);
         } else if (kind === Event.DRAIN) {
           const ws = this._sockets.get(id);
-          if (ws !== undefined && ws._behavior.drain) ws._behavior.drain(ws);
+          if (ws !== undefined && ws._behavior.drain) {
+            this._mark(ws);
+            ws._behavior.drain(ws);
+          }
         } else if (kind === Event.PING || kind === Event.PONG) {
           const ws = this._sockets.get(id);
           const h = ws === undefined || ws._ending ? undefined : ws._behavior[kind === Event.PING ? 'ping' : 'pong'];
-          if (h !== undefined) h(ws, v);
+          if (h !== undefined) {
+            this._mark(ws);
+            h(ws, v);
+          }
         } else if (kind === Event.UPGRADE) {
           this._upgrade(v);
         } else if (kind === Event.ABORTED) {
@@ -215,7 +239,17 @@ class TemplatedApp {
     const ws = new WebSocket(id, info, route.behavior, userData);
     this._sockets.set(id, ws);
     if (this._sockets.size === 1) this._updateRef();
+    this._mark(ws);
     if (route.behavior.open) route.behavior.open(ws);
+  }
+
+  /** `ws` gets an event's handler now: its close waits for the next microtask checkpoint. */
+  _mark(ws) {
+    ws._epoch = this._epoch;
+    if (!this._epochQueued) {
+      this._epochQueued = true;
+      queueMicrotask(this._epochFn);
+    }
   }
 
   _close(id, code, reason) {

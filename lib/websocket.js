@@ -66,6 +66,7 @@ class WebSocket {
     this._headers = info.headers; // a string until getHeaders() parses it
     this._ending = false; // end()/close() called
     this._closed = false; // close handler ran
+    this._epoch = -1; // the App's microtask-checkpoint count at this socket's last event (lib/app.js)
   }
 
   get closed() {
