@@ -15,6 +15,7 @@ const { listen } = require('./helpers/common');
 const { makeServer, closeAllServers } = require('./helpers/meteor-server');
 const { waitFor } = require('./helpers/meteor-util');
 const core = require('..');
+const WebSocket = require('ws');
 const uws = require('../lib/uws');
 
 const ROUNDS = 100;
@@ -27,7 +28,7 @@ test.after(closeAllServers);
 /** A DDP-session-shaped consumer of one socket: a queue worked one message at a time, each
  *  handler async (its work continues in promise jobs), the next message taken when the previous
  *  handler's promise has settled; close drops the queue. */
-function queuedSession() {
+function queuedSession(onHandle) {
   const s = { handled: [], dropped: null, closed: false };
   let queue = [];
   let working = false;
@@ -39,6 +40,7 @@ function queuedSession() {
     }
     (async () => {
       s.handled.push(m); // the handler's synchronous part, as a publish function's first lines
+      if (onHandle) onHandle(m);
       await null;
     })().finally(next);
   };
@@ -87,13 +89,13 @@ async function rounds(port, path, nextSession) {
   return lost;
 }
 
-/** Sessions handed out in connection order. */
-function sessionQueue() {
+/** Sessions handed out in connection order (`onHandle(m)`: see queuedSession). */
+function sessionQueue(onHandle) {
   const waiting = [];
   const ready = [];
   return {
     open() {
-      const s = queuedSession();
+      const s = queuedSession(onHandle);
       const w = waiting.shift();
       if (w) w(s);
       else ready.push(s);
@@ -117,6 +119,43 @@ test(`Meteor adapter: ${SUBS} subscriptions then close in one read, all handled 
   });
   try {
     assert.deepEqual(await rounds(server.port, '/websocket', () => q.next()), [], 'rounds that lost a subscription');
+  } finally {
+    await server.close();
+  }
+});
+
+// Meteor's own test "livedata server - publish object": a DDP client in the same process
+// subscribes three times and the first publication disconnects that client. The client's close
+// frame reaches the core while the JS thread is still in the delivery that carried the
+// subscriptions, so without the rule its close came in the same call chain as they did.
+test(`Meteor adapter: the first of ${SUBS} subscriptions closes the client (in this process), all handled (${ROUNDS} rounds)`, T, async () => {
+  let client = null;
+  const q = sessionQueue((m) => {
+    if (m.id !== '1' || client === null) return;
+    client.close(1000);
+    const until = Date.now() + 5; // the close frame is read and queued before this handler returns
+    while (Date.now() < until);
+  });
+  const server = await makeServer({
+    onConnection(socket) {
+      const s = q.open();
+      socket.on('data', (raw) => s.data(JSON.parse(raw)));
+      socket.on('close', s.close);
+    },
+  });
+  try {
+    const lost = [];
+    for (let r = 0; r < ROUNDS; r++) {
+      client = new WebSocket(`ws://127.0.0.1:${server.port}/websocket`);
+      await new Promise((resolve, reject) => { client.once('open', resolve); client.once('error', reject); });
+      const session = q.next();
+      for (let n = 1; n <= SUBS; n++) client.send(JSON.stringify({ msg: 'sub', id: String(n) }));
+      const s = await session;
+      await waitFor(() => s.closed, 5000, 'the server-side close');
+      client = null;
+      if (s.handled.length !== SUBS) lost.push({ round: r, handled: s.handled.length, dropped: s.dropped });
+    }
+    assert.deepEqual(lost, [], 'rounds that lost a subscription');
   } finally {
     await server.close();
   }
