@@ -13,7 +13,7 @@
 //                     bundle's github.com dependencies) and meteor/blaze (the Blaze app)
 //   --refs A,B        Meteor commits to run (default: release/METEOR@3.0.4 and the newest commit
 //                     of the snapshot, dev-bundle-22.9.0.0: the 3.1 line on Node 22)
-//   --only LIST       some of: npm, atmosphere, blaze, s2s, deploy (default: all)
+//   --only LIST       some of: npm, atmosphere, blaze, s2s, deploy, dev, meteor-tests (default: all)
 //   --work DIR        cache and work dir (default .cache/meteor-app-e2e: dev bundles per commit)
 //   --no-dist         use the tarballs already in dist/ (default: npm run dist for linux-x64-gnu
 //                     and darwin-arm64 first, cargo's incremental build)
@@ -29,7 +29,11 @@
 // (added/changed/removed), server restart (reconnect + resubscribe), hot code push, a page whose
 // WebSocket constructor throws (SockJS fallback), SERVER_WEBSOCKET_COMPRESSION=0,
 // DDP_TRANSPORT_NATIVE=0, a settings error; server to server (s2s); a bundle built on a Mac
-// (deploy.js). Ends with a table and "N passed, M failed"; exit 1 when anything failed.
+// (deploy.js); development mode, `meteor run` (devmode.js: the startup line, the page through the
+// tool's proxy, server edit -> restart, HMR, client edit -> hot code push, DDP_TRANSPORT_NATIVE=0);
+// Meteor's own tests of its DDP packages on SockJS and on native, failing on any
+// test that passes on SockJS only (meteor-tests.js, with a MongoDB stand-in: mongo-standin.js).
+// Ends with a table and "N passed, M failed"; exit 1 when anything failed.
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -39,7 +43,7 @@ const ROOT = path.join(__dirname, '..');
 const pkg = require('../package.json');
 
 const DEFAULT_REFS = ['release/METEOR@3.0.4', 'dev-bundle-22.9.0.0'];
-const ALL = ['npm', 'atmosphere', 'blaze', 's2s', 'deploy'];
+const ALL = ['npm', 'atmosphere', 'blaze', 's2s', 'deploy', 'dev', 'meteor-tests'];
 const DIST_TARGETS = ['linux-x64-gnu', 'darwin-arm64'];
 
 function parseArgs(argv) {
@@ -86,6 +90,8 @@ async function main() {
   const { createApp, buildApp, installBundle, setClientVersion } = require('./meteor-app-e2e/meteor-app');
   const { Results, appChecks, serverToServer } = require('./meteor-app-e2e/checks');
   const { deployChecks } = require('./meteor-app-e2e/deploy');
+  const { meteorTests } = require('./meteor-app-e2e/meteor-tests');
+  const { devModeChecks } = require('./meteor-app-e2e/devmode');
   const browser = require('./meteor-app-e2e/browser');
   const { startRegistry, publish, configuredRegistry } = require('./lib/local-registry');
 
@@ -187,6 +193,14 @@ async function main() {
         const r = new Results(log);
         await deployChecks({ ...env, results: r, registry: registry.url, workDir: work, version: pkg.version });
         for (const row of r.rows) results.rows.push({ ...row, scope: `${tag} ${row.scope}` });
+      }
+      if (o.only.includes('dev')) {
+        await devModeChecks({ line, tag, context: chromium.context, results, registry: registry.url, work, logDir, projectRoot: ROOT,
+          version: pkg.version });
+      }
+      if (o.only.includes('meteor-tests')) {
+        await meteorTests({ line, tag, context: chromium.context, results, registry: registry.url, work, logDir, projectRoot: ROOT,
+          blazeGitDir: gitDirOf('meteor', 'blaze') });
       }
       log(`Meteor ${ref}: ${Math.round((Date.now() - lineStarted) / 1000)} s`);
     }

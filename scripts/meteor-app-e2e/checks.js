@@ -44,9 +44,10 @@ const isWs = (s, port) => s.url === `ws://127.0.0.1:${port}/websocket`;
 const sockjsRequests = (p) => p.requests.filter((u) => /\/sockjs\//.test(u));
 
 /** The page reached this server over native: a raw WebSocket to /websocket (101), the socket
- *  Meteor's session holds is the native one, no /sockjs request. Returns a one-line summary. */
+ *  Meteor's session holds is the native one, no /sockjs request. Returns a one-line summary.
+ *  Sockets to other paths (the development tool's HMR socket) are not DDP's and are passed over. */
 async function assertNative(p, port, { since = 0 } = {}) {
-  const opened = p.sockets.slice(since);
+  const opened = p.sockets.slice(since).filter((s) => new URL(s.url).pathname === '/websocket');
   const last = opened[opened.length - 1];
   assert(last && isWs(last, port) && last.status === 101, `the page's WebSocket: ${JSON.stringify(opened)}`);
   const transport = await p.call('transport');
@@ -202,4 +203,4 @@ async function serverToServer({ results, context, line, upstream, client, logDir
   }
 }
 
-module.exports = { Results, appChecks, serverToServer, STARTUP_LINE, assert };
+module.exports = { Results, appChecks, serverToServer, STARTUP_LINE, OFF_LINE, assert, assertNative, sockjsRequests };
