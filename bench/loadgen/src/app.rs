@@ -31,6 +31,25 @@ pub fn add_task() -> Call {
     Call::new("addTask", r#""Pick up the groceries on the way home""#)
 }
 
+/// The task text of `--method` calls, as Meteor's performance harness sends it: `NAME({description})`.
+const DESCRIPTION: &str = r#"{"description":"Pick up the groceries on the way home"}"#;
+
+/// The app workloads' call: `addTask(text)`, or `--method NAME`'s `NAME({description})`.
+pub fn app_call(o: &Opts) -> Call {
+    match &o.method {
+        Some(m) => Call::new(m, DESCRIPTION),
+        None => add_task(),
+    }
+}
+
+/// The string `result` of a `result` message (`"result":"…"`), e.g. an inserted task's id.
+fn string_result(p: &[u8]) -> Option<&[u8]> {
+    const KEY: &[u8] = br#""result":""#;
+    let i = memmem::find(p, KEY)? + KEY.len();
+    let e = memchr::memchr(b'"', &p[i..])?;
+    Some(&p[i..i + e])
+}
+
 /// Whether a `result` message carries a method error instead of a result.
 #[inline]
 pub fn is_error_result(p: &[u8]) -> bool {
@@ -81,13 +100,23 @@ struct ClientOut {
     /// how late the latest-sent call left, against its schedule
     max_lag: Duration,
     error: Option<String>,
+    /// --remove: the latencies of the removeTask calls (the others are in `lat_insert`)
+    lat_remove: Vec<u32>,
+    lat_insert: Vec<u32>,
+    removes: u64,
+    removed: u64,
 }
 
 /// One client: calls at `first`, `first + period`, … while before `deadline`; then waits for the
 /// outstanding results (at most DRAIN).
-async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, deadline: Instant) -> ClientOut {
+/// With `remove`, every call after an answered one removes the task that call inserted
+/// (`removeTask({taskId})`), so the calls alternate insert, remove, insert, …
+async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, deadline: Instant, remove: bool) -> ClientOut {
     let mut out = ClientOut { lat: Vec::with_capacity(64), ..Default::default() };
     let mut pending: Vec<(u64, Instant)> = Vec::with_capacity(4);
+    // --remove: ids of the removeTask calls in flight, and the task id to remove next
+    let mut remove_ids: Vec<u64> = Vec::new();
+    let mut to_remove: Option<Vec<u8>> = None;
     let mut next = first;
     let mut id = 0u64;
     let drain_deadline = tokio::time::Instant::from_std(deadline + DRAIN);
@@ -98,7 +127,14 @@ async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, d
                 id += 1;
                 let t0 = Instant::now();
                 out.max_lag = out.max_lag.max(t0 - next);
-                call.push(&mut c.wr, id);
+                if let Some(task) = to_remove.take() {
+                    let params = format!(r#"{{"taskId":"{}"}}"#, String::from_utf8_lossy(&task));
+                    Call::new("removeTask", &params).push(&mut c.wr, id);
+                    remove_ids.push(id);
+                    out.removes += 1;
+                } else {
+                    call.push(&mut c.wr, id);
+                }
                 c.wr.flush(&c.stream).await?;
                 pending.push((id, t0));
                 out.sent += 1;
@@ -120,7 +156,21 @@ async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, d
                 if op == OP_TEXT && kind(p) == b"result" {
                     let t0 = take_result(p, &mut pending, true)?;
                     out.lat.push(ns32(now - t0));
+                    if remove {
+                        let id = num_after(p, ID_KEY).unwrap_or(0);
+                        if let Some(i) = remove_ids.iter().position(|&r| r == id) {
+                            remove_ids.swap_remove(i);
+                            out.lat_remove.push(ns32(now - t0));
+                        } else {
+                            out.lat_insert.push(ns32(now - t0));
+                            let task = string_result(p).ok_or_else(|| err(format!("no task id in {}", String::from_utf8_lossy(p))))?;
+                            to_remove = Some(task.to_vec());
+                        }
+                    }
                 } else {
+                    if op == OP_TEXT && kind(p) == b"removed" {
+                        out.removed += 1;
+                    }
                     other_frame(&mut c.wr, op, p, &mut out.added)?;
                 }
             }
@@ -147,7 +197,10 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
     if !cerrs.is_empty() {
         return Err(format!("{} of {} clients failed to connect and subscribe: {}", cerrs.len(), n, first_errors(&cerrs)));
     }
-    let call = Rc::new(add_task());
+    if o.remove && o.method.is_none() {
+        return Err("--remove needs --method (the insert method whose result is the task id)".into());
+    }
+    let call = Rc::new(app_call(o));
     let period = Duration::from_secs_f64(n as f64 / o.rate);
     let mut rng = Rng::new(0x5EED_0311);
     mark("start", o.sync);
@@ -158,12 +211,14 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
         .into_iter()
         .map(|c| {
             let phase = period.mul_f64((rng.next() >> 11) as f64 / (1u64 << 53) as f64);
-            spawn_local(client(c, call.clone(), t0 + phase, period, deadline))
+            spawn_local(client(c, call.clone(), t0 + phase, period, deadline, o.remove))
         })
         .collect();
     let guard = tokio::time::Instant::from_std(deadline + DRAIN + Duration::from_secs(5));
     let mut lat: Vec<u32> = Vec::new();
     let (mut sent, mut added) = (0u64, 0u64);
+    let (mut removes, mut removed) = (0u64, 0u64);
+    let (mut lat_insert, mut lat_remove): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut max_lag = Duration::ZERO;
     let mut errors = Vec::new();
     for h in handles {
@@ -172,6 +227,10 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
             Ok(Ok(r)) => {
                 sent += r.sent;
                 added += r.added;
+                removes += r.removes;
+                removed += r.removed;
+                lat_insert.extend_from_slice(&r.lat_insert);
+                lat_remove.extend_from_slice(&r.lat_remove);
                 max_lag = max_lag.max(r.max_lag);
                 lat.extend_from_slice(&r.lat);
                 if let Some(e) = r.error {
@@ -191,6 +250,8 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
     let done = lat.len() as u64;
     let mean = mean_us(&lat);
     lat.sort_unstable();
+    lat_insert.sort_unstable();
+    lat_remove.sort_unstable();
     let ok = errors.is_empty() && done > 0 && done == sent;
     let line = Json::new("app-rate")
         .bool("ok", ok)
@@ -209,6 +270,13 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
         .num("lat_max_us", pct_us(&lat, 100.0))
         .num("lat_mean_us", mean)
         .num("max_send_lag_ms", max_lag.as_secs_f64() * 1e3)
+        .str("method", o.method.as_deref().unwrap_or("addTask"))
+        .int("removes", removes)
+        .int("removed", removed)
+        .num("insert_p50_us", pct_us(&lat_insert, 50.0))
+        .num("insert_p95_us", pct_us(&lat_insert, 95.0))
+        .num("remove_p50_us", pct_us(&lat_remove, 50.0))
+        .num("remove_p95_us", pct_us(&lat_remove, 95.0))
         .num("loadgen_cpu_s", cpu)
         .num("loadgen_cpu_us_per_call", if done > 0 { cpu * 1e6 / done as f64 } else { 0.0 })
         .int("errors", errors.len() as u64)

@@ -327,7 +327,7 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         return Err(format!("{} of {} connects failed: {}", cerrs.len(), n, first_errors(&cerrs)));
     }
     let call = Rc::new(if o.app {
-        app::add_task()
+        app::app_call(o)
     } else if o.doc > 0 {
         Call::new("doc", &o.doc.to_string())
     } else {
@@ -549,6 +549,10 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
             error = format!("stopped after {k} writes: --timeout reached");
             break;
         }
+        if o.write_rate > 0.0 {
+            // --write-rate: write k goes out at k / rate seconds after the start (not earlier).
+            tokio::time::sleep_until(tokio::time::Instant::from_std(t_start + Duration::from_secs_f64(k as f64 / o.write_rate))).await;
+        }
         let id = k as u64 + 1;
         let msg = if o.doc > 0 {
             format!(r#"{{"msg":"method","id":"{id}","method":"publishDoc","params":[{k},{}]}}"#, o.doc)
@@ -630,6 +634,7 @@ async fn fanout(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
         .num("seconds", elapsed)
         .num("p50_ms", pct_us(&lat, 50.0) / 1e3)
         .num("p90_ms", pct_us(&lat, 90.0) / 1e3)
+        .num("p95_ms", pct_us(&lat, 95.0) / 1e3)
         .num("p99_ms", pct_us(&lat, 99.0) / 1e3)
         .num("mean_ms", mean / 1e3)
         .num("first_p50_ms", pct_us(&lat_first, 50.0) / 1e3)

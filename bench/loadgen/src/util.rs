@@ -11,6 +11,11 @@ usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate|watch> [options]
   --seconds S        throughput: measured seconds (default 10)
   --coalesce         throughput: write each connection's queued calls with one write
   --app              throughput: clients of the bench tasks app (subscribe to `tasks`, call `addTask`)
+  --method NAME      app-rate, throughput --app: call NAME({description}) instead of addTask(text)
+                     (Meteor's performance harness's insertTask shape; the Meteor-app benchmark)
+  --remove           app-rate with --method: every client alternates NAME and removeTask({taskId})
+                     of the id its last NAME returned; latencies reported per method
+  --write-rate R     fanout: pace the writer at R publish calls/s (default 0: back to back)
   --rate R           app-rate: calls/s of all --clients together (default 311; clients default 150),
                      each client on its own fixed schedule (random phase), for --seconds
   --payload N        echo string length in bytes (default 16)
@@ -59,6 +64,12 @@ pub struct Opts {
     pub calm_seconds: f64,
     pub pause_ms: u64,
     pub sources: u8,
+    /// `--method NAME`: the app workloads call NAME({description}) instead of addTask(text)
+    pub method: Option<String>,
+    /// app-rate `--remove`: alternate the method with removeTask({taskId})
+    pub remove: bool,
+    /// fanout `--write-rate R`: publish calls per second (0: sequential, back to back)
+    pub write_rate: f64,
 }
 
 impl Opts {
@@ -86,6 +97,9 @@ impl Opts {
             calm_seconds: 3.0,
             pause_ms: 20,
             sources: 1,
+            method: None,
+            remove: false,
+            write_rate: 0.0,
         };
         let mut it = args.iter();
         while let Some(a) = it.next() {
@@ -117,6 +131,9 @@ impl Opts {
                 "--calm-seconds" => o.calm_seconds = num(a, val(a)?)?,
                 "--pause-ms" => o.pause_ms = num(a, val(a)?)?,
                 "--sources" => o.sources = num(a, val(a)?)?,
+                "--method" => o.method = Some(val(a)?),
+                "--remove" => o.remove = true,
+                "--write-rate" => o.write_rate = num(a, val(a)?)?,
                 "-h" | "--help" => return Err(String::new()),
                 s if !s.starts_with('-') && o.cmd.is_empty() => o.cmd = s.to_string(),
                 s => return Err(format!("unknown argument {s:?}")),
