@@ -13,7 +13,11 @@
 //                     bundle's github.com dependencies) and meteor/blaze (the Blaze app)
 //   --refs A,B        Meteor commits to run (default: release/METEOR@3.0.4 and the newest commit
 //                     of the snapshot, dev-bundle-22.9.0.0: the 3.1 line on Node 22)
-//   --only LIST       some of: npm, atmosphere, blaze, s2s, deploy, dev, meteor-tests (default: all)
+//   --only LIST       some of: npm, atmosphere, blaze, s2s, deploy, dev, meteor-tests (default: all);
+//                     also overlay35 (not in the default; needs --meteor35-src)
+//   --meteor35-src DIR  for overlay35: a directory holding Meteor 3.5's packages/ddp-server (a clone
+//                     of meteor/meteor at a 3.5 release); it is copied into an app of the line as
+//                     a local package at run time (meteor-app-e2e/overlay35.js)
 //   --work DIR        cache and work dir (default .cache/meteor-app-e2e: dev bundles per commit)
 //   --no-dist         use the tarballs already in dist/ (default: npm run dist for linux-x64-gnu
 //                     and darwin-arm64 first, cargo's incremental build)
@@ -44,10 +48,11 @@ const pkg = require('../package.json');
 
 const DEFAULT_REFS = ['release/METEOR@3.0.4', 'dev-bundle-22.9.0.0'];
 const ALL = ['npm', 'atmosphere', 'blaze', 's2s', 'deploy', 'dev', 'meteor-tests'];
+const OPTIONAL = ['overlay35'];
 const DIST_TARGETS = ['linux-x64-gnu', 'darwin-arm64'];
 
 function parseArgs(argv) {
-  const o = { meteor: null, repos: null, refs: DEFAULT_REFS, only: ALL, work: path.join(ROOT, '.cache', 'meteor-app-e2e'), dist: true };
+  const o = { meteor: null, repos: null, refs: DEFAULT_REFS, only: ALL, work: path.join(ROOT, '.cache', 'meteor-app-e2e'), dist: true, meteor35Src: null };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -60,9 +65,11 @@ function parseArgs(argv) {
     else if (a === '--only') o.only = next().split(',').filter(Boolean);
     else if (a === '--work') o.work = path.resolve(next());
     else if (a === '--no-dist') o.dist = false;
+    else if (a === '--meteor35-src') o.meteor35Src = path.resolve(next());
     else throw new Error(`unknown option ${a} (see the top of ${path.relative(process.cwd(), __filename)})`);
   }
-  for (const x of o.only) if (!ALL.includes(x)) throw new Error(`--only: ${x} is not one of ${ALL.join(', ')}`);
+  for (const x of o.only) if (![...ALL, ...OPTIONAL].includes(x)) throw new Error(`--only: ${x} is not one of ${[...ALL, ...OPTIONAL].join(', ')}`);
+  if (o.only.includes('overlay35') && !o.meteor35Src) throw new Error('--only overlay35 needs --meteor35-src DIR (Meteor 3.5\'s packages/ddp-server)');
   return o;
 }
 
@@ -92,6 +99,7 @@ async function main() {
   const { deployChecks } = require('./meteor-app-e2e/deploy');
   const { meteorTests } = require('./meteor-app-e2e/meteor-tests');
   const { devModeChecks } = require('./meteor-app-e2e/devmode');
+  const { overlay35Checks } = require('./meteor-app-e2e/overlay35');
   const browser = require('./meteor-app-e2e/browser');
   const { startRegistry, publish, configuredRegistry } = require('./lib/local-registry');
 
@@ -201,6 +209,10 @@ async function main() {
       if (o.only.includes('meteor-tests')) {
         await meteorTests({ line, tag, context: chromium.context, results, registry: registry.url, work, logDir, projectRoot: ROOT,
           blazeGitDir: gitDirOf('meteor', 'blaze') });
+      }
+      if (o.only.includes('overlay35')) {
+        await overlay35Checks({ line, tag, context: chromium.context, results, registry: registry.url, work, logDir, projectRoot: ROOT,
+          version: pkg.version, src: o.meteor35Src, downloads: path.join(o.work, 'downloads'), log });
       }
       log(`Meteor ${ref}: ${Math.round((Date.now() - lineStarted) / 1000)} s`);
     }
