@@ -27,6 +27,21 @@ const CHECKOUT_FIXES = [
     find: /^(\s*)api\.versionsFrom\(/m,
     replace: '$1// offline (no release catalog): api.versionsFrom(',
   },
+  // email pins nodemailer-openpgp 2.2.0 (package.js and its shrinkwrap), a version the npm
+  // registry does not have (it has 2.1.0 and 2.2.1): every build with email (accounts-password,
+  // which the tests of accounts-base and ddp-rate-limiter use) stops at its npm install. 2.2.1
+  // stands in, in both files.
+  {
+    file: 'packages/email/package.js',
+    find: /"nodemailer-openpgp": "2\.2\.0"/,
+    replace: '"nodemailer-openpgp": "2.2.1"',
+  },
+  {
+    file: 'packages/email/.npm/package/npm-shrinkwrap.json',
+    find: /"version": "2\.2\.0",(\s*)"resolved": "https:\/\/registry\.npmjs\.org\/nodemailer-openpgp\/-\/nodemailer-openpgp-2\.2\.0\.tgz",(\s*)"integrity": "[^"]*"/,
+    replace: '"version": "2.2.1",$1"resolved": "https://registry.npmjs.org/nodemailer-openpgp/-/nodemailer-openpgp-2.2.1.tgz",$2' +
+      '"integrity": "sha512-iCl3qEnE1y21V6IM9GeFXcmvqqKJF9kiOYgtNwmAzK8iSL718umy0yIexkxeXAm5INou16MYv/pyqndhtmjutA=="',
+  },
 ];
 
 function readVar(file, name) {
@@ -172,13 +187,14 @@ function prepareMeteor({ gitDir, ref, cacheDir, gitDirOf, log }) {
     fs.mkdirSync(dir, { recursive: true });
     run('git', ['clone', '--quiet', '--shared', '--no-checkout', gitDir, checkout]);
     run('git', ['-C', checkout, 'checkout', '--quiet', commit]);
-    for (const fix of CHECKOUT_FIXES) {
-      const file = path.join(checkout, fix.file);
-      if (!fs.existsSync(file)) continue;
-      const src = fs.readFileSync(file, 'utf8');
-      if (fix.find.test(src)) fs.writeFileSync(file, src.replace(fix.find, fix.replace));
-    }
     fs.writeFileSync(ready, `${commit}\n`);
+  }
+  // Each fix finds nothing once made: applied on every run, so a cached checkout gets new ones.
+  for (const fix of CHECKOUT_FIXES) {
+    const file = path.join(checkout, fix.file);
+    if (!fs.existsSync(file)) continue;
+    const src = fs.readFileSync(file, 'utf8');
+    if (fix.find.test(src)) fs.writeFileSync(file, src.replace(fix.find, fix.replace));
   }
   const dl = path.join(cacheDir, 'downloads');
   fs.mkdirSync(dl, { recursive: true });

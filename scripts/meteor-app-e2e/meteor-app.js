@@ -13,13 +13,16 @@ const IMPORT_LINE = "import 'ddp-transport-native/meteor/auto';";
 const START_TIMEOUT_MS = 90_000;
 
 /** The environment `./meteor` and `meteor npm` run in: as root, no package server, the dev
- *  bundle's node and npm first on PATH, npm pointed at `registry`. */
+ *  bundle's node and npm first on PATH, npm pointed at `registry`, node-gyp at the dev bundle's
+ *  Node headers (a package whose prebuilt binary is downloaded from elsewhere, such as
+ *  accounts-password's bcrypt, is built from source). */
 function meteorEnv(line, registry) {
   return {
     ...process.env,
     METEOR_ALLOW_SUPERUSER: '1',
     METEOR_OFFLINE_CATALOG: '1',
     PATH: `${line.devBundle.bin}:${process.env.PATH}`,
+    npm_config_nodedir: path.dirname(line.devBundle.bin),
     npm_config_registry: registry,
     npm_config_update_notifier: 'false',
     npm_config_fund: 'false',
