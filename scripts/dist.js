@@ -361,8 +361,8 @@ function publishedManifest() {
 function pack(built) {
   fs.rmSync(STAGE, { recursive: true, force: true });
   fs.mkdirSync(STAGE, { recursive: true });
-  // Stage the root package (its `files`, README) and the npm/<platform> packages being packed.
-  for (const f of [...pkg.files, 'README.md']) {
+  // Stage the root package (its `files`, README, LICENSE) and the npm/<platform> packages being packed.
+  for (const f of [...pkg.files, 'README.md', 'LICENSE']) {
     const from = path.join(ROOT, f);
     if (!fs.existsSync(from)) throw new Error(`package.json "files" names ${f}, which does not exist`);
     if (fs.statSync(from).isDirectory()) copyDir(from, path.join(STAGE, f));
