@@ -108,15 +108,20 @@ function sessionQueue(onHandle) {
   };
 }
 
-test(`Meteor adapter: ${SUBS} subscriptions then close in one read, all handled (${ROUNDS} rounds)`, T, async () => {
-  const q = sessionQueue();
-  const server = await makeServer({
+/** The Meteor adapter on an http.Server, each socket feeding one queued session of `q`. */
+function sessionServer(q) {
+  return makeServer({
     onConnection(socket) {
       const s = q.open();
       socket.on('data', (raw) => s.data(JSON.parse(raw)));
       socket.on('close', s.close);
     },
   });
+}
+
+test(`Meteor adapter: ${SUBS} subscriptions then close in one read, all handled (${ROUNDS} rounds)`, T, async () => {
+  const q = sessionQueue();
+  const server = await sessionServer(q);
   try {
     assert.deepEqual(await rounds(server.port, '/websocket', () => q.next()), [], 'rounds that lost a subscription');
   } finally {
@@ -136,13 +141,7 @@ test(`Meteor adapter: the first of ${SUBS} subscriptions closes the client (in t
     const until = Date.now() + 5; // the close frame is read and queued before this handler returns
     while (Date.now() < until);
   });
-  const server = await makeServer({
-    onConnection(socket) {
-      const s = q.open();
-      socket.on('data', (raw) => s.data(JSON.parse(raw)));
-      socket.on('close', s.close);
-    },
-  });
+  const server = await sessionServer(q);
   try {
     const lost = [];
     for (let r = 0; r < ROUNDS; r++) {

@@ -10,7 +10,7 @@ const path = require('node:path');
 const { spawn } = require('node:child_process');
 const { openPage } = require('./browser');
 const { createApp, meteorEnv, setClientVersion, prepend } = require('./meteor-app');
-const { freePort, waitForPort } = require('./sh');
+const { freePort, waitForPort, groupStopper } = require('./sh');
 const { STARTUP_LINE, OFF_LINE, assert, assertNative, sockjsRequests } = require('./checks');
 
 // What the tool prints when the app process has started: the first time, and after each restart.
@@ -30,14 +30,7 @@ async function startMeteorRun(line, dir, { port, registry, env = {}, logFile }) 
   fs.closeSync(out);
   const output = () => fs.readFileSync(logFile, 'utf8');
   const runs = () => (output().match(RUNNING) || []).length;
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    try { process.kill(-child.pid, 'SIGTERM'); } catch {}
-    const t = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch {} }, 10_000);
-    await exited;
-    clearTimeout(t);
-  };
+  const stop = groupStopper(child);
   const dead = () => (child.exitCode !== null ? `meteor run exited (${child.exitCode}):\n${output().slice(-2000)}` : null);
   try {
     await waitUntil(() => runs() > 0, START_TIMEOUT_MS, '"App running at:"', dead);

@@ -10,7 +10,7 @@
 const fs = require('node:fs');
 const path = require('node:path');
 const { spawn } = require('node:child_process');
-const { freePort } = require('./sh');
+const { freePort, groupStopper } = require('./sh');
 const { meteorEnv } = require('./meteor-app');
 const { startMongoStandIn } = require('./mongo-standin');
 const { fillSubmodule } = require('./devbundle');
@@ -56,14 +56,7 @@ async function startTestPackages(line, { appDir, registry, mongoUrl, native, pac
   });
   fs.closeSync(out);
   const output = () => fs.readFileSync(logFile, 'utf8');
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
-  const stop = async () => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    try { process.kill(-child.pid, 'SIGTERM'); } catch {}
-    const t = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch {} }, 10_000);
-    await exited;
-    clearTimeout(t);
-  };
+  const stop = groupStopper(child);
   const until = Date.now() + BUILD_TIMEOUT_MS;
   while (!LISTENING.test(output())) {
     if (child.exitCode !== null) throw new Error(`meteor test-packages exited (${child.exitCode}):\n${output().slice(-3000)}`);

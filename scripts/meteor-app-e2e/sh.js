@@ -77,4 +77,18 @@ async function waitForPort(port, ms, isDead = () => null) {
   }
 }
 
-module.exports = { setLog, appendLog, run, npmPack, freePort, waitForPort };
+/** For a child spawned `detached` (its own process group: a tool, the app it runs and their
+ *  children): a function that ends the whole group (SIGTERM, SIGKILL after 10 s) and resolves
+ *  once the child has exited. */
+function groupStopper(child) {
+  const exited = new Promise((resolve) => child.once('exit', (code, signal) => resolve({ code, signal })));
+  return async () => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    try { process.kill(-child.pid, 'SIGTERM'); } catch {}
+    const t = setTimeout(() => { try { process.kill(-child.pid, 'SIGKILL'); } catch {} }, 10_000);
+    await exited;
+    clearTimeout(t);
+  };
+}
+
+module.exports = { setLog, appendLog, run, npmPack, freePort, waitForPort, groupStopper };
