@@ -7,9 +7,9 @@
 //
 //   npm run bench:meteor-app -- --meteor <meteor/meteor git dir> [options]
 //
-//   --meteor DIR       the fetched meteor/meteor repository (bare or not); without it: what is
+//   --meteor DIR       a clone of meteor/meteor (bare or not); without it: what is
 //                      needed is printed and nothing runs (exit 0)
-//   --repos DIR        where the other fetched repositories are (default: two levels above --meteor)
+//   --repos DIR        where the other clones are (default: two levels above --meteor)
 //   --refs A,B         Meteor commits (default release/METEOR@3.0.4)
 //   --rounds N         interleaved rounds (default 3)
 //   --modes LIST       on,off: clients offer permessage-deflate as Chromium does (on: Meteor's
@@ -51,9 +51,9 @@ const APP_MODULE = path.join(__dirname, 'meteor-app-e2e', 'bench-app', 'server.j
 const ALL_WORKLOADS = ['methods-light', 'fanout-light', 'saturation', 'burst', 'rtt', 'throughput-1', 'throughput-10', 'throughput-50'];
 const DIST_TARGETS = ['linux-x64-gnu', 'darwin-arm64'];
 
-const NEEDS = `bench:meteor-app needs a fetched meteor/meteor repository (git dir), which only the search
-tool's fetch brings to this machine (plus meteor/node-source-map-support, meteor/fstream and
-meteor/node-kexec beside it for a dev bundle not yet cached), the dist/ tarballs (npm run dist --
+const NEEDS = `bench:meteor-app needs a clone of meteor/meteor (its git dir; and clones of
+meteor/node-source-map-support, meteor/fstream and meteor/node-kexec beside it, as test:meteor-app
+lays them out, for a dev bundle not yet cached), the dist/ tarballs (npm run dist --
 --targets ${DIST_TARGETS.join(',')}), Rust (the load generator), 2+ cores and ~35 min for 3 rounds
 in both compression modes. Run:
   npm run bench:meteor-app -- --meteor <dir of meteor/meteor>

@@ -1,13 +1,13 @@
 'use strict';
 // The real-app suite: real Meteor apps, built by Meteor's own tool from a checkout of
 // meteor/meteor, with ddp-transport-native installed from a registry as users install it, driven
-// through Meteor's own client in headless Chromium. Not part of `npm test` or CI: it needs
-// Meteor's repository, which only the search tool's `fetch` brings to this machine.
+// through Meteor's own client in headless Chromium. Not part of `npm test` or CI: it needs a
+// clone of Meteor's repository.
 //
 //   npm run test:meteor-app -- --meteor <meteor/meteor git dir> [options]
 //
-//   --meteor DIR      the fetched meteor/meteor repository (bare or not)
-//   --repos DIR       where the other fetched repositories are, as the fetch tool lays them out
+//   --meteor DIR      a clone of meteor/meteor (bare or not)
+//   --repos DIR       where the other clones are (<dir>/<owner>+<repo>/repo; default two levels above --meteor)
 //                     (OWNER+REPO/repo); default: two levels above --meteor. Needed:
 //                     meteor/node-source-map-support, meteor/fstream, meteor/node-kexec (the dev
 //                     bundle's github.com dependencies) and meteor/blaze (the Blaze app)
@@ -77,9 +77,9 @@ function gitDir(dir) {
   return fs.existsSync(path.join(dir, '.git')) ? path.join(dir, '.git') : dir;
 }
 
-const NEEDS = `test:meteor-app needs a fetched meteor/meteor repository (git dir), which only the search
-tool's fetch brings to this machine, plus meteor/node-source-map-support, meteor/fstream,
-meteor/node-kexec and meteor/blaze beside it; Rust and cargo-zigbuild (npm run dist), Chromium from
+const NEEDS = `test:meteor-app needs a clone of meteor/meteor (its git dir), and clones of
+meteor/node-source-map-support, meteor/fstream, meteor/node-kexec and meteor/blaze laid out as
+<dir>/<owner>+<repo>/repo two levels above it (or --repos <dir>); Rust and cargo-zigbuild (npm run dist), Chromium from
 npm (devDependency @sparticuz/chromium), ~6 GB of disk and 30-40 min on 2 cores for two Meteor
 lines (dev bundles are cached per commit). Run:
   npm run test:meteor-app -- --meteor <dir of meteor/meteor>

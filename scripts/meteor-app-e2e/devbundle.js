@@ -9,7 +9,7 @@
 //     the headers node-gyp needs for the tool's native dependencies: npm_config_nodedir);
 //   - npm `<NPM_VERSION>` from the registry, in lib/node_modules/npm as Node's tarball has it;
 //   - the dependency lists Meteor's scripts/dev-bundle-{server,tool}-package.js print, from the
-//     registry, except their github.com tarballs, which are `git archive`s of fetched repositories.
+//     registry, except their github.com tarballs, which are `git archive`s of cloned repositories.
 // NODE_VERSION/NPM_VERSION come from the checkout's scripts/build-dev-bundle-common.sh; the
 // bundle is complete when dev_bundle/.bundle_version.txt equals BUNDLE_VERSION of `./meteor`.
 // Read from meteor/meteor at release/METEOR@3.0.4 (a7c8f3e6) and dev-bundle-22.9.0.0 (72d97338).
@@ -51,8 +51,8 @@ function readVar(file, name) {
 }
 
 /** The github.com tarball dependencies (`https://github.com/OWNER/REPO/tarball/SHA`) become
- *  `file:` tarballs of `git archive` from fetched repositories (found by `gitDirOf(owner, repo)`).
- *  A commit missing from the fetched repository gets `standIns[url]` if one is known. */
+ *  `file:` tarballs of `git archive` from cloned repositories (found by `gitDirOf(owner, repo)`).
+ *  A commit missing from the cloned repository gets `standIns[url]` if one is known. */
 function localiseGithubDeps(pkgJson, { gitDirOf, dl, standIns }) {
   const patched = [];
   for (const [name, spec] of Object.entries(pkgJson.dependencies)) {
@@ -75,7 +75,7 @@ function localiseGithubDeps(pkgJson, { gitDirOf, dl, standIns }) {
   return patched;
 }
 
-/** node-source-map-support: the tool pins 1912478 (not in the fetched repository); 81bce1f, the
+/** node-source-map-support: the tool pins 1912478 (not in the cloned repository); 81bce1f, the
  *  server's pin, stands in with two edits. Without them `./meteor` dies with "Maximum call stack
  *  size exceeded": the tool's tools/tool-env/source-map-retriever-stack.js wraps this module's
  *  exports, so `install({ wrapCallSite })` must leave `exports.wrapCallSite` alone and
@@ -174,7 +174,7 @@ function makeDevBundle(checkout, { gitDirOf, dl, log }) {
   return info;
 }
 
-/** A checkout of `ref` (a clone sharing the fetched repository's objects) with the offline fixes
+/** A checkout of `ref` (a clone sharing the cloned repository's objects) with the offline fixes
  *  and its dev bundle, under cacheDir/<commit>. Returns { commit, describe, checkout, meteor, devBundle }. */
 function prepareMeteor({ gitDir, ref, cacheDir, gitDirOf, log }) {
   const commit = run('git', ['--git-dir', gitDir, 'rev-parse', `${ref}^{commit}`]).trim();
