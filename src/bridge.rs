@@ -577,7 +577,7 @@ unsafe fn deliver_turn(
         crate::send::end_of_batch();
         if let Some(e) = failed {
             // Only on an N-API failure (out of memory): surface it as an exception.
-            let _ = JsError::from(e).throw_into(env);
+            JsError::from(e).throw_into(env);
         }
         sys::napi_close_handle_scope(env, scope);
         taken.pacer.record(n, start.elapsed());

@@ -216,8 +216,11 @@ impl Admission {
             }
             tokio::time::sleep(DOOR_POLL).await;
         }
-        // every DOOR_BATCH-th passage, the door stays closed behind us a moment
-        if self.through_door.fetch_add(1, Relaxed) % DOOR_BATCH == DOOR_BATCH - 1 {
+        // every DOOR_BATCH-th passage, the door stays closed behind us a moment (with a batch of
+        // 1, every passage)
+        #[allow(clippy::modulo_one)]
+        let closes_behind = self.through_door.fetch_add(1, Relaxed) % DOOR_BATCH == DOOR_BATCH - 1;
+        if closes_behind {
             tokio::time::sleep(DOOR_SPACING).await;
         }
         true

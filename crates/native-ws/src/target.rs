@@ -36,7 +36,7 @@ pub fn origin_form(target: &str) -> Option<Cow<'_, str>> {
     if !authority_valid(&rest[..end]) {
         return None;
     }
-    Some(match rest[end..].as_bytes().first() {
+    Some(match rest.as_bytes()[end..].first() {
         Some(b'/') => rest[end..].into(),
         Some(_) => format!("/{}", &rest[end..]).into(),
         None => "/".into(),
@@ -84,7 +84,7 @@ fn authority_valid(authority: &str) -> bool {
     };
     let host_ok = !host.is_empty()
         && host.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=%[]".contains(&b));
-    let port_ok = port.map_or(true, |p| {
+    let port_ok = port.is_none_or(|p| {
         p.is_empty() || (p.len() <= 5 && p.bytes().all(|b| b.is_ascii_digit()) && p.parse::<u32>().is_ok_and(|n| n <= MAX_PORT))
     });
     host_ok && port_ok

@@ -103,7 +103,7 @@ fn v2_largest_accepted_and_one_more_refused() {
     rest.extend_from_slice(&[0x04]);
     let tlv = MAX_V2_BYTES - 16 - 12 - 3;
     rest.extend_from_slice(&(tlv as u16).to_be_bytes());
-    rest.extend(std::iter::repeat(b'x').take(tlv));
+    rest.extend(std::iter::repeat_n(b'x', tlv));
     let h = v2(0x21, 0x11, &rest);
     assert_eq!(h.len(), MAX_V2_BYTES);
     check_every_split(&h, &header(MAX_V2_BYTES, Some("0.0.0.0:0")));
@@ -127,11 +127,11 @@ fn v2_largest_accepted_and_one_more_refused() {
 fn v1_too_long_is_refused() {
     // No CRLF within 107 bytes.
     let mut h = b"PROXY TCP4 1.2.3.4 5.6.7.8 1 2".to_vec();
-    h.extend(std::iter::repeat(b' ').take(MAX_V1_BYTES));
+    h.extend(std::iter::repeat_n(b' ', MAX_V1_BYTES));
     assert!(matches!(parse(&h), Parsed::Invalid(_)));
     // A CRLF past 107 bytes.
     let mut h = b"PROXY UNKNOWN ".to_vec();
-    h.extend(std::iter::repeat(b'x').take(100));
+    h.extend(std::iter::repeat_n(b'x', 100));
     h.extend_from_slice(b"\r\n");
     assert!(matches!(parse(&h), Parsed::Invalid(_)));
 }

@@ -42,10 +42,13 @@ fn path_matches_table() {
     }
 }
 
+/// pattern, path, and the parameters it matches with (`None`: no match)
+type Case<'a> = (&'a str, &'a str, Option<&'a [(&'a str, &'a str)]>);
+
 #[test]
 fn parameters_and_uws_rules() {
     // uWS's own results (probed on uws-pack 20.0.8): strict segments, "/x/*" needs the slash.
-    let table: &[(&str, &str, Option<&[(&str, &str)]>)] = &[
+    let table: &[Case] = &[
         ("uws:/a/:id", "/a/1", Some(&[("id", "1")])),
         ("uws:/a/:id", "/a/1/", None),
         ("uws:/a/:id", "/a/", None),
