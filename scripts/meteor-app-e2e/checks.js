@@ -55,6 +55,17 @@ async function assertNative(p, port, { since = 0 } = {}) {
   return `${last.url} 101, extensions "${last.extensions}", session socket ${transport.protocol}, client ${transport.clientAddress}`;
 }
 
+/** A page just opened on a server where native serves: assertNative, the runtime config says
+ *  native, no /sockjs request, permessage-deflate negotiated. Returns assertNative's summary. */
+async function assertNativePage(page, port) {
+  const summary = await assertNative(page, port);
+  const s = await page.state();
+  assert(s.config.DISABLE_SOCKJS === true && s.config.DDP_TRANSPORT === 'native', `runtime config ${JSON.stringify(s.config)}`);
+  assert(sockjsRequests(page).length === 0, `requests to /sockjs: ${sockjsRequests(page).join(', ')}`);
+  assert(/permessage-deflate/.test(page.sockets[0].extensions), `extensions "${page.sockets[0].extensions}"`);
+  return summary;
+}
+
 /** The checks on one app: `bundles.v1` (client v1), `bundles.v2` (the same app, client v2). */
 async function appChecks({ results, context, line, scope, bundles, logDir }) {
   const check = (name, fn) => results.check(scope, name, fn);
@@ -75,12 +86,7 @@ async function appChecks({ results, context, line, scope, bundles, logDir }) {
     });
     await check('page connects over a raw WebSocket to /websocket, permessage-deflate negotiated', async () => {
       page = await openPage(context, server.url);
-      const summary = await assertNative(page, port);
-      const s = await page.state();
-      assert(s.config.DISABLE_SOCKJS === true && s.config.DDP_TRANSPORT === 'native', `runtime config ${JSON.stringify(s.config)}`);
-      assert(sockjsRequests(page).length === 0, `requests to /sockjs: ${sockjsRequests(page).join(', ')}`);
-      assert(/permessage-deflate/.test(page.sockets[0].extensions), `extensions "${page.sockets[0].extensions}"`);
-      return summary;
+      return await assertNativePage(page, port);
     });
     if (!page) throw new Error('no page: the remaining checks of this app need one');
     await check('method round trip', async () => {
@@ -203,4 +209,4 @@ async function serverToServer({ results, context, line, upstream, client, logDir
   }
 }
 
-module.exports = { Results, appChecks, serverToServer, STARTUP_LINE, OFF_LINE, assert, assertNative, sockjsRequests };
+module.exports = { Results, appChecks, serverToServer, STARTUP_LINE, OFF_LINE, assert, assertNative, assertNativePage, sockjsRequests };

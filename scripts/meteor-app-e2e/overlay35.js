@@ -31,7 +31,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { run, npmPack, freePort } = require('./sh');
 const { createApp, buildApp, installBundle, startBundle, IMPORT_LINE } = require('./meteor-app');
-const { STARTUP_LINE, OFF_LINE, assert, assertNative, sockjsRequests } = require('./checks');
+const { STARTUP_LINE, OFF_LINE, assert, assertNative, assertNativePage, sockjsRequests } = require('./checks');
 const { openPage } = require('./browser');
 
 const UWS_PACK = 'uws-pack@20.0.8';
@@ -284,11 +284,7 @@ async function overlay35Checks({ line, tag, context, results, registry, work, lo
       if (server) {
         await check('the page: raw WebSocket to /websocket 101, permessage-deflate, native\'s session socket', async () => {
           page = await openPage(context, server.url);
-          const summary = await assertNative(page, port);
-          const s = await page.state();
-          assert(s.config.DISABLE_SOCKJS === true && s.config.DDP_TRANSPORT === 'native', `runtime config ${JSON.stringify(s.config)}`);
-          assert(sockjsRequests(page).length === 0, `requests to /sockjs: ${sockjsRequests(page).join(', ')}`);
-          assert(/permessage-deflate/.test(page.sockets[0].extensions), `extensions "${page.sockets[0].extensions}"`);
+          const summary = await assertNativePage(page, port);
           const h = await handshake(port);
           assert(h.status === 101 && !h.headers.uwebsockets, `handshake from Node: ${showHandshake(h)}`);
           return `${summary}; handshake from Node ${showHandshake(h)}`;
