@@ -11,7 +11,7 @@
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { connectRaw, textFrame, closeFrame } = require('./helpers/raw');
-const { listen } = require('./helpers/common');
+const { listen, importRealUws } = require('./helpers/common');
 const { makeServer, closeAllServers } = require('./helpers/meteor-server');
 const { waitFor } = require('./helpers/meteor-util');
 const core = require('..');
@@ -187,11 +187,7 @@ test(`own listener: ${SUBS} messages then close in one read, all handled (${ROUN
 let realUws = null;
 let realWhyNot = '';
 test.before(async () => {
-  try {
-    realUws = await import('uws-pack');
-  } catch (e) {
-    realWhyNot = e.message;
-  }
+  ({ uws: realUws, whyNot: realWhyNot } = await importRealUws());
 });
 
 async function closeOrder(impl, portOf) {

@@ -10,7 +10,7 @@ const path = require('path');
 const { execFileSync } = require('child_process');
 const WebSocket = require('ws');
 const uws = require('../lib/uws');
-const { freePort } = require('./helpers/common');
+const { freePort, importRealUws } = require('./helpers/common');
 
 /** Start an app with one route; resolves { port, app }. */
 function serve(pattern, behavior, host = '127.0.0.1') {
@@ -214,11 +214,7 @@ test('SSLApp: TLS with key/cert files, a wss client', async (t) => {
 let realUws = null;
 let realWhyNot = '';
 test.before(async () => {
-  try {
-    realUws = await import('uws-pack');
-  } catch (e) {
-    realWhyNot = e.message;
-  }
+  ({ uws: realUws, whyNot: realWhyNot } = await importRealUws());
 });
 
 /** Run `scenario(impl)` against ours and against uws-pack (skipped, saying why, if it does not load). */

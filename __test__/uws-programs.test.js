@@ -7,15 +7,12 @@ const test = require('node:test');
 const assert = require('node:assert');
 const WebSocket = require('ws');
 const ours = require('../lib/uws');
+const { importRealUws } = require('./helpers/common');
 
 let real = null;
 let whyNot = '';
 test.before(async () => {
-  try {
-    real = await import('uws-pack');
-  } catch (e) {
-    whyNot = e.message;
-  }
+  ({ uws: real, whyNot: whyNot } = await importRealUws());
 });
 
 function run(program, uws, scenario) {

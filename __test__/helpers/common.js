@@ -251,7 +251,18 @@ function findExecutable(name, extraDirs = ['/usr/sbin', '/usr/local/sbin']) {
   return null;
 }
 
+/** uWS.js itself (the uws-pack package), for tests that run a scenario against it beside this
+ *  package: { uws } when it loads, else { uws: null, whyNot } (it needs a Node it has a binary for). */
+async function importRealUws() {
+  try {
+    return { uws: await import('uws-pack'), whyNot: '' };
+  } catch (e) {
+    return { uws: null, whyNot: e.message };
+  }
+}
+
 module.exports = {
+  importRealUws,
   PKG_PATH,
   findExecutable,
   freePort,
