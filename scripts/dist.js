@@ -19,8 +19,9 @@
 // and `napi pre-publish -t npm --skip-optional-publish --no-gh-release` checks the packages, both
 // on a staged copy (the tree is not modified); then `npm pack`. The root tarball is packed from a
 // staged copy too: its package.json gains `optionalDependencies` naming every target at the exact
-// version (they are not committed: see checkLayout), and binding.js is the committed loader,
-// checked against the one this build generates.
+// version (they are not committed: see checkLayout), binding.js is the committed loader, checked
+// against the one this build generates, and the README's links to files of the package become
+// absolute links to those files of this version (publishedReadme).
 
 const fs = require('node:fs');
 const path = require('node:path');
@@ -329,6 +330,61 @@ function loadCheck(t, file) {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The README as the package carries it
+
+/** A file of this version of the package once it is published: unpkg serves every file of every
+ *  package on the npm registry. */
+const publishedFileUrl = (file) => `https://unpkg.com/${pkg.name}@${pkg.version}/${file}`;
+
+/** The README's link and image targets, as markdown-it reads them (text in code is not a link). */
+function markdownLinks(text) {
+  const MarkdownIt = require('markdown-it');
+  const targets = [];
+  const walk = (tokens) => {
+    for (const t of tokens) {
+      if (t.type === 'link_open') targets.push(t.attrGet('href'));
+      if (t.type === 'image') targets.push(t.attrGet('src'));
+      if (t.children) walk(t.children);
+    }
+  };
+  walk(new MarkdownIt({ html: true }).parse(text, {}));
+  return targets;
+}
+
+/**
+ * The README for the package. npmjs.com resolves a README's relative links against the manifest's
+ * `repository`, which this package does not name, and otherwise leaves them relative, broken on
+ * the package's page; so each relative link (README.md's links to docs/…, written for a clone)
+ * becomes an absolute link to that file of this version (publishedFileUrl). In-page #anchors stay.
+ * `shipped(file)` says whether the package carries a file: a link to one it does not is an error.
+ * Returns { text, files } (the files linked).
+ */
+function publishedReadme(text, shipped) {
+  const errors = [];
+  const files = new Set();
+  let out = text;
+  for (const href of new Set(markdownLinks(text))) {
+    if (/^[a-z][a-z0-9+.-]*:|^\/\/|^#/i.test(href)) continue;
+    const hash = href.indexOf('#');
+    const file = path.posix.normalize(decodeURIComponent(hash === -1 ? href : href.slice(0, hash)));
+    if (!shipped(file)) {
+      errors.push(`${href}: the package does not carry ${file} (package.json "files")`);
+      continue;
+    }
+    if (!out.includes(`](${href})`)) {
+      errors.push(`${href}: not written as [text](${href})`);
+      continue;
+    }
+    out = out.split(`](${href})`).join(`](${publishedFileUrl(file)}${hash === -1 ? '' : href.slice(hash)})`);
+    files.add(file);
+  }
+  const left = markdownLinks(out).filter((h) => !/^[a-z][a-z0-9+.-]*:|^\/\/|^#/i.test(h));
+  if (left.length) errors.push(`relative links left: ${left.join(', ')}`);
+  if (errors.length) throw new Error(`README.md for the package:\n  ${errors.join('\n  ')}`);
+  return { text: out, files: [...files].sort() };
+}
+
+// ---------------------------------------------------------------------------------------------
 // Pack
 
 function copyDir(from, to) {
@@ -371,6 +427,11 @@ function pack(built) {
       fs.copyFileSync(from, path.join(STAGE, f));
     }
   }
+  const readme = publishedReadme(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8'), (f) => {
+    const file = path.join(STAGE, f);
+    return !f.startsWith('..') && fs.existsSync(file) && fs.statSync(file).isFile();
+  });
+  fs.writeFileSync(path.join(STAGE, 'README.md'), readme.text);
   for (const t of built) copyDir(t.dir, path.join(STAGE, 'npm', t.platform));
   // napi pre-publish needs a binary for every target it is given: give it the ones built here.
   const manifest = publishedManifest();
@@ -401,7 +462,7 @@ function pack(built) {
   const rootFiles = root.files.map((f) => f.path);
   const unexpected = rootFiles.filter((f) => f.endsWith('.node') || f.startsWith('npm/'));
   if (unexpected.length) throw new Error(`the root tarball carries ${unexpected.join(', ')}`);
-  for (const f of ['binding.js', 'index.js', 'package.json', 'lib/load-binding.js']) {
+  for (const f of ['binding.js', 'index.js', 'package.json', 'lib/load-binding.js', 'LICENSE', 'README.md', ...readme.files]) {
     if (!rootFiles.includes(f)) throw new Error(`the root tarball lacks ${f}`);
   }
   tarballs.push({ ...root, platform: '(root)' });
@@ -470,6 +531,11 @@ function main() {
   }
   if (opts.requireAll) {
     for (const t of TARGETS) if (!wanted.includes(t)) failures.push(`${t.platform}: not requested`);
+    // What the README says before the first release would be false on the package's page.
+    if (/not on the npm registry yet/i.test(fs.readFileSync(path.join(ROOT, 'README.md'), 'utf8'))) {
+      failures.push('README.md still says the package is not on the npm registry yet: ' +
+        'a release drops that (docs/release.md, "Cutting a release")');
+    }
   }
   if (failures.length) throw new Error(`binaries:\n  ${failures.join('\n  ')}`);
   if (opts.buildOnly) {

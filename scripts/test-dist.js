@@ -3,8 +3,11 @@
 // user would, with no Rust toolchain, and run scripts/dist-smoke.js against them.
 //
 // 1. A throwaway verdaccio registry on 127.0.0.1 (no uplinks: nothing but what is published to
-//    it), storage and config in a temp dir removed afterwards. Published: every platform tarball
-//    in dist/ first, then the root one, and `ws` (the smoke test's client) packed from the registry.
+//    it), storage and config in a temp dir removed afterwards. First `npm publish --dry-run` of
+//    every tarball in dist/, as a release publishes them, checking each one's name, version,
+//    files, license (MIT, the LICENSE file) and, in the root, the optional dependencies and the
+//    README's links (checkTarball). Published: every platform tarball first, then the root one,
+//    and `ws` (the smoke test's client) packed from the registry.
 // 2. Per cell (Node × npm): a clean temp dir, HOME and npm cache of its own, PATH = that Node's
 //    bin + /usr/bin:/bin (checked: no cargo, no rustc), `npm install ddp-transport-native ws`
 //    from the local registry, only the matching platform package installed, then the smoke test.
@@ -23,6 +26,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { sh, must, hostNpm, fetchPackage } = require('./npm-fetch');
 const { VERDACCIO, startRegistry, publish } = require('./lib/local-registry');
+const { platformOf } = require('../lib/platform');
 
 const ROOT = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -90,6 +94,106 @@ function wsTarball() {
     must(hostNpm(['pack', `ws@${version}`, '--pack-destination', dir], { timeout: 300_000 }), `npm pack ws@${version}`);
   }
   return file;
+}
+
+// ---------------------------------------------------------------------------------------------
+// npm publish --dry-run, and what each tarball holds
+
+/** Every file of the tree under a package.json "files" entry, relative to ROOT (as npm packs it). */
+function filesUnder(entry) {
+  const full = path.join(ROOT, entry);
+  if (!fs.existsSync(full)) return [];
+  if (!fs.statSync(full).isDirectory()) return [entry.replace(/\/$/, '')];
+  return fs.readdirSync(full, { recursive: true })
+    .map((f) => path.posix.join(entry.replace(/\/$/, ''), f.split(path.sep).join('/')))
+    .filter((f) => fs.statSync(path.join(ROOT, f)).isFile() && !f.endsWith('.node'));
+}
+
+/** The links and images of a markdown text (markdown-it: text in code is not a link). */
+function markdownLinks(text) {
+  const MarkdownIt = require('markdown-it');
+  const targets = [];
+  const walk = (tokens) => {
+    for (const t of tokens) {
+      if (t.type === 'link_open') targets.push(t.attrGet('href'));
+      if (t.type === 'image') targets.push(t.attrGet('src'));
+      if (t.children) walk(t.children);
+    }
+  };
+  walk(new MarkdownIt({ html: true }).parse(text, {}));
+  return targets;
+}
+
+/**
+ * What a release would publish from one tarball: `npm publish --dry-run` against the local
+ * registry (nothing is published), then the tarball's own manifest, LICENSE and files:
+ * - name and version: the expected package at package.json's version, in npm's report too;
+ * - license: "MIT" in the manifest, and LICENSE the repository's MIT license;
+ * - files: a platform package holds LICENSE, README.md, package.json and its one binary; the root
+ *   holds package.json, README.md, LICENSE and every file under package.json "files", nothing
+ *   else and no binary, and names every platform package as an optional dependency at this
+ *   version, with no install script;
+ * - the root README: no relative link (npmjs.com leaves them relative when the manifest names no
+ *   repository), and every link to a file of this version names a file the tarball holds.
+ * Returns a one-line summary; throws on the first problem.
+ */
+function checkTarball(file, platform, registry) {
+  const r = hostNpm(['publish', '--dry-run', '--json', path.join(DIST, file), '--registry', registry.url,
+    '--userconfig', registry.npmrc, '--tag', 'latest', '--no-provenance'],
+  { env: { ...process.env, npm_config_loglevel: 'error' }, timeout: 120_000 });
+  if (r.status !== 0) throw new Error(`npm publish --dry-run failed (${r.status}):\n${r.stderr || r.stdout}`);
+  const name = platform ? `${pkg.name}-${platform}` : pkg.name;
+  const json = JSON.parse(r.stdout.slice(r.stdout.indexOf('{')));
+  const report = json.id ? json : Object.values(json)[0]; // npm 11 keys the report by package name
+  if (Object.keys(json).length !== 1 && !json.id) throw new Error(`npm reported ${Object.keys(json).join(', ')}`);
+  if (report.name !== name || report.version !== pkg.version) {
+    throw new Error(`npm would publish ${report.name}@${report.version}, expected ${name}@${pkg.version}`);
+  }
+  const dir = fs.mkdtempSync(path.join(tmp, 'tarball-'));
+  must(sh('tar', ['-xzf', path.join(DIST, file), '-C', dir]), `extract ${file}`);
+  const read = (f) => fs.readFileSync(path.join(dir, 'package', f), 'utf8');
+  const manifest = JSON.parse(read('package.json'));
+  if (manifest.name !== name || manifest.version !== pkg.version) {
+    throw new Error(`its package.json is ${manifest.name}@${manifest.version}, expected ${name}@${pkg.version}`);
+  }
+  if (manifest.license !== 'MIT') throw new Error(`license ${JSON.stringify(manifest.license)}, expected "MIT"`);
+  const license = fs.readFileSync(path.join(ROOT, 'LICENSE'), 'utf8');
+  if (!/^MIT License\n/.test(license)) throw new Error('the repository\'s LICENSE is not the MIT license');
+  if (!fs.existsSync(path.join(dir, 'package', 'LICENSE')) || read('LICENSE') !== license) {
+    throw new Error('LICENSE is missing or differs from the repository\'s');
+  }
+  const files = report.files.map((f) => f.path).sort();
+  const unpacked = fs.readdirSync(path.join(dir, 'package'), { recursive: true })
+    .map((f) => f.split(path.sep).join('/')).filter((f) => fs.statSync(path.join(dir, 'package', f)).isFile()).sort();
+  if (JSON.stringify(files) !== JSON.stringify(unpacked)) throw new Error(`npm's file list differs from the tarball's:\n${files.join(' ')}\n${unpacked.join(' ')}`);
+  const differ = (want) => {
+    const missing = want.filter((f) => !files.includes(f));
+    const extra = files.filter((f) => !want.includes(f));
+    if (missing.length || extra.length) {
+      throw new Error(`files: ${missing.length ? `missing ${missing.join(', ')}` : ''}${missing.length && extra.length ? '; ' : ''}` +
+        `${extra.length ? `unexpected ${extra.join(', ')}` : ''} (dist/ older than the tree? npm run dist)`);
+    }
+  };
+  if (platform) {
+    differ(['LICENSE', 'README.md', 'package.json', `${pkg.napi.binaryName}.${platform}.node`]);
+    return `${name}@${manifest.version}, MIT, ${files.length} files: ${files.join(', ')}`;
+  }
+  differ([...new Set(['LICENSE', 'README.md', 'package.json', ...pkg.files.flatMap(filesUnder)])].sort());
+  for (const s of ['preinstall', 'install', 'postinstall', 'prepare']) {
+    if (manifest.scripts && manifest.scripts[s]) throw new Error(`package.json has a "${s}" script`);
+  }
+  const optional = manifest.optionalDependencies || {};
+  const wrong = pkg.napi.targets.map((t) => `${pkg.name}-${platformOf(t)}`).filter((n) => optional[n] !== pkg.version);
+  if (wrong.length) throw new Error(`optionalDependencies lack ${wrong.join(', ')} at ${pkg.version}`);
+  const prefix = `https://unpkg.com/${pkg.name}@${pkg.version}/`;
+  const links = markdownLinks(read('README.md'));
+  const relative = links.filter((h) => !/^[a-z][a-z0-9+.-]*:|^#/i.test(h));
+  if (relative.length) throw new Error(`README.md has relative links, broken on npmjs.com: ${[...new Set(relative)].join(', ')}`);
+  const linked = [...new Set(links.filter((h) => h.startsWith(prefix)).map((h) => decodeURIComponent(h.slice(prefix.length).split('#')[0])))];
+  const absent = linked.filter((f) => !files.includes(f));
+  if (absent.length) throw new Error(`README.md links to files the package does not hold: ${absent.join(', ')}`);
+  return `${name}@${manifest.version}, MIT, ${files.length} files (${pkg.files.length} "files" entries, docs/ among them), ` +
+    `optionalDependencies: ${pkg.napi.targets.length} platform packages; README: ${linked.length} files linked at ${prefix}`;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -261,6 +365,20 @@ async function main() {
   const reg = await startRegistry({ dir: path.join(tmp, 'registry'), nodeBin: nodeBinary('x64', x64['24']), cacheDir: CACHE, npm: hostNpm });
   registry = reg;
   log(`verdaccio ${VERDACCIO} (on Node ${x64['24']}) at ${reg.url}: no uplinks, storage in ${tmp}`);
+
+  log('\nnpm publish --dry-run (what a release publishes), and what each tarball holds:');
+  for (const f of [...platformTarballs, rootTarball]) {
+    const platform = f === rootTarball ? null : f.slice(pkg.name.length + 1, -`-${pkg.version}.tgz`.length);
+    const name = `npm publish --dry-run ${f}`;
+    try {
+      const detail = checkTarball(f, platform, reg);
+      results.push({ name, ok: true, detail });
+      log(`PASS  ${name}\n      ${detail}`);
+    } catch (e) {
+      results.push({ name, ok: false, detail: e.message });
+      log(`FAIL  ${name}\n      ${String(e.message).split('\n').join('\n      ')}`);
+    }
+  }
 
   // Publish: the platform packages first, then the root (the order a release uses), then ws.
   const publishStarted = Date.now();
