@@ -37,7 +37,8 @@ test('every CommonJS export of each entry is a named ES export', () => {
   for (const [id, ns] of [['ddp-transport-native/uws', uwsNamespace], ['ddp-transport-native', mainNamespace],
     ['ddp-transport-native/meteor', meteorNamespace], ['ddp-transport-native/redis', redisNamespace]]) {
     const cjs = require(id);
-    const named = Object.keys(ns).filter((k) => k !== 'default').sort();
+    // Node 23 and later also name the whole exports object 'module.exports' in a CommonJS module's namespace.
+    const named = Object.keys(ns).filter((k) => k !== 'default' && k !== 'module.exports').sort();
     assert.deepEqual(named, Object.keys(cjs).sort(), id);
     for (const k of named) assert.equal(ns[k], cjs[k], `${id} ${k}`);
   }

@@ -188,7 +188,7 @@ async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, d
 
 pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let n = o.clients.unwrap_or(150);
-    if n == 0 || !(o.rate > 0.0) {
+    if n == 0 || o.rate.is_nan() || o.rate <= 0.0 {
         return Err("app-rate needs --clients > 0 and --rate > 0".into());
     }
     let timeout = Duration::from_secs_f64(o.timeout);

@@ -38,7 +38,7 @@ pub fn wire_in() -> u64 {
 }
 
 pub fn err(msg: impl Into<String>) -> io::Error {
-    io::Error::new(io::ErrorKind::Other, msg.into())
+    io::Error::other(msg.into())
 }
 
 /// `ws://host:port/path`, resolved once, and whether to offer permessage-deflate.

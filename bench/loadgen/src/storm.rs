@@ -68,15 +68,13 @@ pub async fn storm(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
                     .await
                 })
                 .await;
-                let mut tl = tally.borrow_mut();
                 match r {
-                    Ok(Ok(())) => tl.calls.push(((s - t0).as_nanos() as u64, s.elapsed().as_nanos() as u64)),
+                    Ok(Ok(())) => tally.borrow_mut().calls.push(((s - t0).as_nanos() as u64, s.elapsed().as_nanos() as u64)),
                     _ => {
-                        tl.existing_failed += 1;
+                        tally.borrow_mut().existing_failed += 1;
                         return;
                     }
                 }
-                drop(tl);
                 tokio::time::sleep(pause).await;
             }
         }));
@@ -104,27 +102,29 @@ pub async fn storm(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
                             return None;
                         }
                     };
-                    let mut tl = tally.borrow_mut();
-                    let base = match msg.find(RETRY_AFTER) {
-                        Some(at) => {
-                            tl.refused += 1;
-                            msg[at + RETRY_AFTER.len()..].trim().parse::<f64>().unwrap_or(1.0).max(0.1)
-                        }
-                        None => {
-                            if tl.errors.len() < 100 {
-                                tl.errors.push(msg);
+                    let wait = {
+                        let mut tl = tally.borrow_mut();
+                        let base = match msg.find(RETRY_AFTER) {
+                            Some(at) => {
+                                tl.refused += 1;
+                                msg[at + RETRY_AFTER.len()..].trim().parse::<f64>().unwrap_or(1.0).max(0.1)
                             }
-                            1.0
+                            None => {
+                                if tl.errors.len() < 100 {
+                                    tl.errors.push(msg);
+                                }
+                                1.0
+                            }
+                        };
+                        let jitter = 0.5 + (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
+                        let wait = Duration::from_secs_f64(base * jitter);
+                        if Instant::now() + wait >= deadline {
+                            tl.failed += 1;
+                            return None;
                         }
+                        tl.retried += 1;
+                        wait
                     };
-                    let jitter = 0.5 + (rng.next() >> 11) as f64 / (1u64 << 53) as f64;
-                    let wait = Duration::from_secs_f64(base * jitter);
-                    if Instant::now() + wait >= deadline {
-                        tl.failed += 1;
-                        return None;
-                    }
-                    tl.retried += 1;
-                    drop(tl);
                     tokio::time::sleep(wait).await;
                 }
             })

@@ -142,7 +142,7 @@ impl Opts {
         if o.cmd.is_empty() {
             return Err("missing workload".into());
         }
-        if o.inflight == 0 || o.concurrency == 0 || !(o.seconds > 0.0) || !(o.timeout > 0.0) {
+        if o.inflight == 0 || o.concurrency == 0 || o.seconds.is_nan() || o.seconds <= 0.0 || o.timeout.is_nan() || o.timeout <= 0.0 {
             return Err("--inflight, --concurrency, --seconds and --timeout must be > 0".into());
         }
         Ok(o)
