@@ -21,6 +21,7 @@ const ONLY_IN_ALL = {
   'memory.test.js': 'RSS after 5,000-connection bursts',
   'proxy-attach.test.js': 'HAProxy in front',
   'proxy-protocol.test.js': 'HAProxy in front',
+  'runtimes.test.js': 'Bun and Deno, installed from npm (~90 MB the first time)',
   'scale-out.test.js': 'nginx in front of two instances',
   'types.test.js': 'a TypeScript compile',
 };
