@@ -18,18 +18,23 @@
 //                      throughput-10, throughput-50 (default all)
 //   --seconds S        methods-light window (default 30); fanout-light writes 5/s for S*2/3 s
 //                      (default 20 s), saturation S/3 (10 s), throughput S/6 (5 s)
-//   --transports LIST  sockjs,native (default both)
+//   --transports LIST  sockjs,native,uws (default sockjs,native; with --meteor35-src also uws)
+//   --meteor35-src DIR Meteor 3.5's packages/ddp-server (as for test:meteor-app's overlay35 step):
+//                      every app of every --refs line gets it in packages/ddp-server, and Meteor's
+//                      own uws transport runs too (the sockjs app with DISABLE_SOCKJS=1 and
+//                      DDP_TRANSPORT=uws; uWebSockets.js is uws-pack's binaries, overlay35.js)
 //   --work DIR         the real-app suite's cache (default .cache/meteor-app-e2e: dev bundles per
 //                      commit; the apps go to <commit12>/bench-apps, rebuilt when their sources change)
 //   --out DIR          results (default bench/results/meteor-app): <stamp>.json, <stamp>.md, latest.*
 //   --rebuild          make the apps again
+//   --report FILE      print the tables of a saved run (<stamp>.json) again; runs nothing
 //
 // Shares the real-app suite's dev bundle (devbundle.js prepareMeteor), local registry (the
 // dist/ tarballs, scripts/lib/local-registry.js) and app making (meteor-app.js createApp,
 // buildApp, installBundle, startBundle). The app's server module is
 // scripts/meteor-app-e2e/bench-app/server.js (what differs from Meteor's performance harness's
-// tasks-3.x app is written at its top). Meteor's `uws` transport exists only from Meteor 3.5,
-// which is not in the checkout: not compared here.
+// tasks-3.x app is written at its top). Meteor's `uws` transport exists only from Meteor 3.5:
+// with --meteor35-src the apps carry 3.5's ddp-server and uws is compared too; without it, not.
 //
 // Per run: the loadgen prints MARK start / MARK end around its measured phase (--sync); at each
 // mark this script samples the app's CPU (/proc/<pid>/stat: every thread; /proc/<pid>/task/<pid>/stat:
@@ -48,6 +53,7 @@ const ROOT = path.join(__dirname, '..');
 const pkg = require('../package.json');
 const APP_MODULE = path.join(__dirname, 'meteor-app-e2e', 'bench-app', 'server.js');
 
+const TRANSPORTS = ['sockjs', 'native', 'uws'];
 const ALL_WORKLOADS = ['methods-light', 'fanout-light', 'saturation', 'burst', 'rtt', 'throughput-1', 'throughput-10', 'throughput-50'];
 const { DIST_TARGETS } = require('./meteor-app-e2e/dist-registry');
 
@@ -61,7 +67,7 @@ Nothing was run.`;
 
 function parseArgs(argv) {
   const o = { meteor: null, repos: null, refs: ['release/METEOR@3.0.4'], rounds: 3, modes: ['on', 'off'], workloads: ALL_WORKLOADS,
-    seconds: 30, transports: ['sockjs', 'native'], work: path.join(ROOT, '.cache', 'meteor-app-e2e'),
+    seconds: 30, transports: null, meteor35Src: null, work: path.join(ROOT, '.cache', 'meteor-app-e2e'),
     out: path.join(ROOT, 'bench', 'results', 'meteor-app'), rebuild: false };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
@@ -81,11 +87,16 @@ function parseArgs(argv) {
     else if (a === '--work') o.work = path.resolve(next());
     else if (a === '--out') o.out = path.resolve(next());
     else if (a === '--rebuild') o.rebuild = true;
+    else if (a === '--meteor35-src') o.meteor35Src = path.resolve(next());
+    else if (a === '--report') o.report = path.resolve(next());
     else throw new Error(`unknown option ${a} (see the top of ${path.relative(process.cwd(), __filename)})`);
   }
   for (const w of o.workloads) if (!ALL_WORKLOADS.includes(w)) throw new Error(`--workloads: ${w} is not one of ${ALL_WORKLOADS.join(', ')}`);
   for (const m of o.modes) if (!['on', 'off'].includes(m)) throw new Error(`--modes: ${m}`);
-  for (const t of o.transports) if (!['sockjs', 'native'].includes(t)) throw new Error(`--transports: ${t}`);
+  if (!o.transports) o.transports = o.meteor35Src ? TRANSPORTS : ['sockjs', 'native'];
+  for (const t of o.transports) if (!TRANSPORTS.includes(t)) throw new Error(`--transports: ${t} is not one of ${TRANSPORTS.join(', ')}`);
+  if (o.transports.includes('uws') && !o.meteor35Src) throw new Error('--transports uws needs --meteor35-src DIR (Meteor 3.5\'s packages/ddp-server)');
+  if (!o.transports.includes('native')) throw new Error('--transports must include native (every ratio is native ÷ another transport)');
   if (!(o.rounds >= 1) || !(o.seconds > 0)) throw new Error('--rounds and --seconds must be > 0');
   return o;
 }
@@ -174,19 +185,27 @@ const round = (x, d = 3) => (x === null || x === undefined || !Number.isFinite(x
 async function runOnce({ line, bundle, transport, mode, workload, o, loadgen, logDir, round: r }) {
   const { startBundle } = require('./meteor-app-e2e/meteor-app');
   const { freePort } = require('./meteor-app-e2e/sh');
+  const { handshake } = require('./meteor-app-e2e/overlay35');
   const rec = { ref: line.ref, round: r, mode, workload, transport, ok: false, checks: [] };
   const port = await freePort();
   const logFile = path.join(logDir, `r${r}-${mode}-${workload}-${transport}.log`);
   let server;
   try {
-    server = await startBundle(line, bundle, { port, logFile });
+    // Meteor's uws transport: 3.5's ddp-server on its second, internal port (packages.ddp-server.uws.port).
+    const env = transport === 'uws' ? { DISABLE_SOCKJS: '1', DDP_TRANSPORT: 'uws',
+      METEOR_SETTINGS: JSON.stringify({ packages: { 'ddp-server': { uws: { port: await freePort() } } } }) } : {};
+    server = await startBundle(line, bundle, { port, env, logFile });
   } catch (e) {
     rec.error = `start: ${e.message.split('\n')[0]}`;
     return rec;
   }
   try {
+    // Which transport answers /websocket: native prints its startup line; uWS's 101 has its header.
     const native = /ddp-transport-native: native serves \/websocket/.test(server.output());
-    rec.checks.push({ name: 'transport', ok: native === (transport === 'native'), detail: native ? 'native startup line' : 'no native startup line (sockjs)' });
+    const h = await handshake(port);
+    const uws = Boolean(h.headers.uwebsockets);
+    rec.checks.push({ name: 'transport', ok: h.status === 101 && native === (transport === 'native') && uws === (transport === 'uws'),
+      detail: `${native ? 'native startup line' : 'no native startup line'}; /websocket ${h.status}${uws ? `, uWebSockets: ${h.headers.uwebsockets}` : ''}` });
     await sleep(500);
     const pid = server.child.pid;
     rec.rss_before_kib = statusKiB(pid, 'VmRSS');
@@ -250,6 +269,9 @@ async function runOnce({ line, bundle, transport, mode, workload, o, loadgen, lo
       elu: st.elu_active_ms !== undefined && a.stats.elu_active_ms !== undefined
         ? round((st.elu_active_ms - a.stats.elu_active_ms) / ((st.elu_active_ms - a.stats.elu_active_ms) + (st.elu_idle_ms - a.stats.elu_idle_ms))) : null,
       rss_mib: round(b.rssKiB / 1024, 1),
+      // The app before any client (0.5 s after it listened), and what the run added to it.
+      rss_idle_mib: round(rec.rss_before_kib / 1024, 1),
+      rss_growth_mib: round((b.rssKiB - rec.rss_before_kib) / 1024, 1),
       rss_hwm_mib: round(statusKiB(pid, 'VmHWM') / 1024, 1),
       heap_used_mib: st.memory ? round(st.memory.heapUsed / 2 ** 20, 1) : null,
       gc_ms: round(st.gc_ms, 1),
@@ -303,9 +325,9 @@ async function runOnce({ line, bundle, transport, mode, workload, o, loadgen, lo
 // Summary: medians over rounds (min–max), native ÷ sockjs of the medians (per-round min–max).
 
 const SHOWN = {
-  'methods-light': ['app_cpu_us_per_call', 'js_cpu_us_per_call', 'app_cores', 'rss_mib', 'gc_ms', 'insert_p50_ms', 'insert_p95_ms', 'remove_p50_ms', 'remove_p95_ms', 'eld_p99_ms', 'eld_max_ms', 'calls_per_s'],
+  'methods-light': ['app_cpu_us_per_call', 'js_cpu_us_per_call', 'app_cores', 'rss_mib', 'rss_idle_mib', 'rss_growth_mib', 'rss_hwm_mib', 'gc_ms', 'insert_p50_ms', 'insert_p95_ms', 'remove_p50_ms', 'remove_p95_ms', 'eld_p99_ms', 'eld_max_ms', 'calls_per_s'],
   'fanout-light': ['fanout_p50_ms', 'fanout_p95_ms', 'app_cores', 'js_cores', 'rss_mib', 'gc_ms', 'eld_p99_ms'],
-  saturation: ['calls_per_s', 'p50_ms', 'p95_ms', 'app_cpu_us_per_call', 'js_cpu_us_per_call', 'rss_mib', 'gc_ms', 'eld_p99_ms'],
+  saturation: ['calls_per_s', 'p50_ms', 'p95_ms', 'app_cpu_us_per_call', 'js_cpu_us_per_call', 'rss_mib', 'gc_ms', 'eld_p99_ms', 'eld_max_ms'],
   burst: ['burst_total_ms', 'burst_p50_ms', 'app_cpu_s', 'rss_mib'],
   rtt: ['rtt_p50_us', 'rtt_p99_us', 'app_cpu_us_per_call'],
   'throughput-1': ['calls_per_s', 'p50_ms', 'app_cpu_us_per_call', 'js_cpu_us_per_call'],
@@ -322,65 +344,104 @@ function median(xs) {
 const fmt = (x) => (x === null || x === undefined ? 'n/a' : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
 const spread = (xs) => { const v = xs.filter(Number.isFinite); return v.length ? `${fmt(Math.min(...v))}–${fmt(Math.max(...v))}` : 'n/a'; };
 
+/** Rows: per line, mode, workload and metric, each transport's median (min–max over rounds) and
+ *  native ÷ each other transport (the ratio of the medians; per-round ratios' min–max). */
 function summarize(runs) {
   const rows = [];
   const keys = [...new Set(runs.map((r) => `${r.ref}|${r.mode}|${r.workload}`))];
   for (const k of keys) {
     const [ref, mode, workload] = k.split('|');
-    const of = (t) => runs.filter((r) => r.ref === ref && r.mode === mode && r.workload === workload && r.transport === t && r.m);
-    const s = of('sockjs');
-    const n = of('native');
-    for (const metric of SHOWN[workload]) {
-      const sv = s.map((r) => r.m[metric]);
-      const nv = n.map((r) => r.m[metric]);
-      const perRound = n.map((r) => { const p = s.find((x) => x.round === r.round); return p && p.m[metric] ? r.m[metric] / p.m[metric] : null; }).filter(Number.isFinite);
-      const sm = median(sv);
-      const nm = median(nv);
-      rows.push({ ref, mode, workload, metric, sockjs: sm, sockjs_spread: spread(sv), native: nm, native_spread: spread(nv),
-        ratio: sm && nm !== null ? nm / sm : null, ratio_spread: spread(perRound), rounds: Math.min(s.length, n.length) });
+    const by = {};
+    for (const t of TRANSPORTS) {
+      const rs = runs.filter((r) => r.ref === ref && r.mode === mode && r.workload === workload && r.transport === t && r.m);
+      if (rs.length) by[t] = rs;
     }
-    const other = [...s, ...n].map((r) => r.m.other_cpu_pct);
-    rows.push({ ref, mode, workload, metric: 'other_cpu_pct (box, % of a core)', sockjs: median(s.map((r) => r.m.other_cpu_pct)), sockjs_spread: spread(s.map((r) => r.m.other_cpu_pct)),
-      native: median(n.map((r) => r.m.other_cpu_pct)), native_spread: spread(n.map((r) => r.m.other_cpu_pct)), ratio: null, ratio_spread: spread(other), rounds: null });
+    if (!by.native) continue;
+    const row = (metric) => {
+      const values = {};
+      for (const [t, rs] of Object.entries(by)) {
+        const v = rs.map((r) => r.m[metric]);
+        values[t] = { median: median(v), spread: spread(v) };
+      }
+      const ratios = {};
+      for (const base of Object.keys(by).filter((t) => t !== 'native')) {
+        const b = values[base].median;
+        const n = values.native.median;
+        const perRound = by.native.map((r) => {
+          const p = by[base].find((x) => x.round === r.round);
+          return p && p.m[metric] ? r.m[metric] / p.m[metric] : null;
+        }).filter(Number.isFinite);
+        ratios[base] = { ratio: b && n !== null ? n / b : null, spread: spread(perRound) };
+      }
+      return { ref, mode, workload, metric, values, ratios };
+    };
+    for (const metric of SHOWN[workload]) rows.push(row(metric));
+    rows.push({ ...row('other_cpu_pct'), ratios: {}, other: spread(Object.values(by).flat().map((r) => r.m.other_cpu_pct)) });
   }
   return rows;
 }
 
+// [mode, workload, metric, native ÷ which transport ('native': native's own value), op, limit, label].
+// The compression-off targets are against Meteor's uws; where it did not run, native ÷ sockjs is
+// reported instead, with no target.
 const TARGETS = [
-  ['on', 'methods-light', 'app_cpu_us_per_call', '≤', 0.70, 'process CPU'],
-  ['on', 'methods-light', 'rss_mib', '≤', 0.90, 'RSS'],
-  ['on', 'methods-light', 'gc_ms', '≤', 0.80, 'GC pause total'],
-  ['on', 'methods-light', 'insert_p95_ms', '≤', 0.90, 'insertTask p95'],
-  ['on', 'fanout-light', 'fanout_p95_ms', '≤', 0.90, 'fan-out last-subscriber p95'],
-  ['off', 'methods-light', 'app_cpu_us_per_call', 'report', null, 'process CPU (vs sockjs: uws unavailable)'],
-  ['off', 'methods-light', 'insert_p50_ms', 'report', null, 'insertTask p50'],
-  ['off', 'methods-light', 'insert_p95_ms', 'report', null, 'insertTask p95'],
-  ['off', 'saturation', 'calls_per_s', 'report', null, 'saturation calls/s'],
-  ['off', 'burst', 'burst_total_ms', 'report', null, 'connect burst of 100 (ms to all connected)'],
+  ['on', 'methods-light', 'app_cpu_us_per_call', 'sockjs', '≤', 0.70, 'process CPU per call'],
+  ['on', 'methods-light', 'rss_mib', 'sockjs', '≤', 0.90, 'RSS'],
+  ['on', 'methods-light', 'gc_ms', 'sockjs', '≤', 0.80, 'GC pause total'],
+  ['on', 'methods-light', 'insert_p95_ms', 'sockjs', '≤', 0.90, 'insertTask p95'],
+  ['on', 'fanout-light', 'fanout_p95_ms', 'sockjs', '≤', 0.90, 'fan-out last-subscriber p95'],
+  ['off', 'methods-light', 'app_cpu_us_per_call', 'uws', '≤', 0.95, 'process CPU per call'],
+  ['off', 'methods-light', 'insert_p50_ms', 'uws', '≤', 0.95, 'insertTask p50'],
+  ['off', 'methods-light', 'insert_p95_ms', 'uws', '≤', 0.95, 'insertTask p95'],
+  ['off', 'saturation', 'calls_per_s', 'uws', '≥', 1.2, 'saturation calls/s'],
+  ['off', 'saturation', 'eld_max_ms', 'native', '≤', 50, 'saturation: timers late (event-loop delay max, ms)'],
+  ['off', 'burst', 'burst_total_ms', 'uws', '≤', 0.5, 'connect burst of 100 (ms to all connected)'],
 ];
 
+function targetRows(rows, label) {
+  const out = [];
+  for (const [mode, w, metric, want, op, limit, name] of TARGETS) {
+    const r = rows.find((x) => x.ref === label && x.mode === mode && x.workload === w && x.metric === metric);
+    if (!r) continue;
+    if (want === 'native') {
+      const v = r.values.native;
+      out.push(`| ${mode} | ${w} | ${name} | native | ${op} ${limit} | — | ${fmt(v.median)} (${v.spread}) | — | — | ${v.median === null ? 'n/a' : v.median <= limit ? 'yes' : 'no'} |`);
+      continue;
+    }
+    const base = r.ratios[want] ? want : 'sockjs';
+    const q = r.ratios[base];
+    if (!q) continue;
+    const target = base === want ? `${op} ${limit}` : 'report';
+    const met = base !== want ? '—' : q.ratio === null ? 'n/a' : (op === '≥' ? q.ratio >= limit : q.ratio <= limit) ? 'yes' : 'no';
+    out.push(`| ${mode} | ${w} | ${name} | ${base} | ${target} | ${fmt(r.values[base].median)} | ${fmt(r.values.native.median)} | ${q.ratio === null ? 'n/a' : q.ratio.toFixed(2)} | ${q.spread} | ${met} |`);
+  }
+  return out;
+}
+
 function markdown({ meta, runs, rows }) {
+  const transports = TRANSPORTS.filter((t) => runs.some((r) => r.transport === t));
+  const others = transports.filter((t) => t !== 'native');
   const out = [`# Meteor-app benchmark ${meta.started}`, '',
     `- ${meta.command}`,
-    ...meta.lines.map((l) => `- Meteor ${l.ref} = ${l.commit.slice(0, 12)} (meteor-tool ${l.tool}, Node ${l.node}); apps made with \`meteor create --minimal\`, built with \`meteor build --directory\`, run as \`node main.js\` (one fresh process per run)`),
-    `- ${pkg.name} ${pkg.version} from dist/ through a local registry; sockjs = the same app without the package (Meteor's default transport); Meteor's \`uws\` (3.5) is not in the checkout: not compared`,
-    `- machine: ${meta.machine.cores} cores, ${meta.machine.cpu}; ${meta.rounds} interleaved rounds (sockjs/native order alternating per round); loadgen ${meta.loadgen}`,
-    `- compression: "on" = every client offers permessage-deflate as Chromium does (Meteor's server default answers it); "off" = not offered`,
-    `- runs: ${runs.length}, failed checks: ${runs.filter((r) => !r.ok).length}`, '',
-    '## Targets (native ÷ sockjs, ratio of medians; per-round min–max)', '',
-    '| mode | workload | metric | target | sockjs | native | ratio | per-round | met |', '|---|---|---|---|---|---|---|---|---|'];
+    ...meta.lines.map((l) => `- Meteor ${l.ref} = ${l.commit.slice(0, 12)} (meteor-tool ${l.tool}, Node ${l.node})${l.overlay ? `, with Meteor 3.5's packages/ddp-server from ${l.overlay} in the app's packages/ (uWebSockets.js: uws-pack's binaries)` : ''}; apps made with \`meteor create --minimal\`, built with \`meteor build --directory\`, run as \`node main.js\` (one fresh process per run)`),
+    `- ${pkg.name} ${pkg.version} from dist/ through a local registry; sockjs = the same app without the package (Meteor's default transport)${transports.includes('uws')
+      ? '; uws = that app with DISABLE_SOCKJS=1 DDP_TRANSPORT=uws (Meteor 3.5\'s uws transport on its internal port, /websocket piped to it)' : '; Meteor\'s `uws` (3.5) not compared (no --meteor35-src)'}`,
+    `- machine: ${meta.machine.cores} cores, ${meta.machine.cpu}; ${meta.rounds} interleaved rounds (the transports' order reversed every other round); loadgen ${meta.loadgen}`,
+    '- compression: "on" = every client offers permessage-deflate as Chromium does (Meteor\'s server default answers it); "off" = not offered',
+    `- runs: ${runs.length}, failed checks: ${runs.filter((r) => !r.ok).length}`];
   for (const l of meta.lines) {
-    for (const [mode, w, metric, op, limit, label] of TARGETS) {
-      const r = rows.find((x) => x.ref === l.ref && x.mode === mode && x.workload === w && x.metric === metric);
-      if (!r) continue;
-      const met = op === 'report' ? '—' : r.ratio === null ? 'n/a' : r.ratio <= limit ? 'yes' : 'no';
-      out.push(`| ${mode} | ${w} | ${label} | ${op === 'report' ? 'report' : `${op} ${limit}`} | ${fmt(r.sockjs)} | ${fmt(r.native)} | ${r.ratio === null ? 'n/a' : r.ratio.toFixed(2)} | ${r.ratio_spread} | ${met} |`);
-    }
+    out.push('', `## Targets, ${l.label} (native ÷ the named transport, ratio of medians; per-round min–max)`, '',
+      '| mode | workload | metric | vs | target | vs value | native | ratio | per-round | met |', '|---|---|---|---|---|---|---|---|---|---|',
+      ...targetRows(rows, l.label));
   }
   out.push('', '## All metrics (medians over rounds, min–max in parentheses)', '',
-    '| Meteor | mode | workload | metric | sockjs | native | native ÷ sockjs (per-round) |', '|---|---|---|---|---|---|---|');
+    `| Meteor | mode | workload | metric | ${transports.join(' | ')} | ${others.map((t) => `native ÷ ${t} (per-round)`).join(' | ')} |`,
+    `|${'---|'.repeat(4 + transports.length + others.length)}`);
   for (const r of rows) {
-    out.push(`| ${r.ref.replace(/^release\/METEOR@/, '')} | ${r.mode} | ${r.workload} | ${r.metric} | ${fmt(r.sockjs)} (${r.sockjs_spread}) | ${fmt(r.native)} (${r.native_spread}) | ${r.ratio === null ? (r.metric.startsWith('other') ? `all runs ${r.ratio_spread}` : 'n/a') : `${r.ratio.toFixed(2)} (${r.ratio_spread})`} |`);
+    const vals = transports.map((t) => (r.values[t] ? `${fmt(r.values[t].median)} (${r.values[t].spread})` : '—'));
+    const ratios = others.map((t) => (r.other !== undefined ? `all runs ${r.other}` : r.ratios[t] && r.ratios[t].ratio !== null ? `${r.ratios[t].ratio.toFixed(2)} (${r.ratios[t].spread})` : 'n/a'));
+    const metric = r.metric === 'other_cpu_pct' ? 'other_cpu_pct (box, % of a core)' : r.metric;
+    out.push(`| ${r.ref.replace(/^release\/METEOR@/, '')} | ${r.mode} | ${r.workload} | ${metric} | ${vals.join(' | ')} | ${ratios.join(' | ')} |`);
   }
   const failed = runs.filter((r) => !r.ok);
   out.push('', '## Checks', '', failed.length ? 'Failed:' : `Every run passed its checks (transport, all clients connected, no lost or failed call, one added/removed per call, arrival rate held): ${runs.length} runs.`);
@@ -397,11 +458,20 @@ function markdown({ meta, runs, rows }) {
 // ------------------------------------------------------------------------------------------------
 // The apps
 
-function appStamp(how) {
+/** Every file under dir, sorted (the overlaid ddp-server's sources go into the app's stamp). */
+function filesUnder(dir) {
+  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+    const p = path.join(dir, e.name);
+    return e.isDirectory() ? filesUnder(p) : [p];
+  }).sort();
+}
+
+function appStamp(how, overlaySrc) {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(APP_MODULE));
   h.update(fs.readFileSync(path.join(__dirname, 'meteor-app-e2e', 'meteor-app.js')));
   h.update(`${how} ${pkg.version}`);
+  if (overlaySrc) for (const f of filesUnder(path.join(overlaySrc, 'packages', 'ddp-server'))) h.update(`${f}\0`).update(fs.readFileSync(f));
   for (const t of DIST_TARGETS) {
     const f = path.join(ROOT, 'dist', `${pkg.name}-${t}-${pkg.version}.tgz`);
     if (fs.existsSync(f)) h.update(fs.readFileSync(f));
@@ -411,20 +481,23 @@ function appStamp(how) {
 
 async function makeApps({ o, line, log, ensureRegistry }) {
   const { createApp, buildApp, installBundle } = require('./meteor-app-e2e/meteor-app');
+  const { overlayDdpServer, uwsTarball } = require('./meteor-app-e2e/overlay35');
   const work = path.join(o.work, line.commit.slice(0, 12), 'bench-apps');
   fs.mkdirSync(work, { recursive: true });
   const bundles = {};
-  for (const transport of o.transports) {
-    const how = transport === 'native' ? 'npm' : 'none';
-    const name = `bench-${transport}`;
+  // Two apps: with the import line (native) and without (sockjs, and uws by its environment).
+  const appOf = (t) => (t === 'native' ? 'native' : 'sockjs');
+  for (const app of [...new Set(o.transports.map(appOf))]) {
+    const how = app === 'native' ? 'npm' : 'none';
+    const name = `bench-${app}${o.meteor35Src ? '-ddp-server-3.5' : ''}`;
     const dir = path.join(work, name);
     const out = path.join(work, `${name}-out`);
     const stampFile = path.join(work, `${name}.stamp`);
-    const stamp = appStamp(how);
+    const stamp = appStamp(how, o.meteor35Src);
     const bundle = path.join(out, 'bundle');
     if (!o.rebuild && fs.existsSync(stampFile) && fs.readFileSync(stampFile, 'utf8').trim() === stamp && fs.existsSync(path.join(bundle, 'main.js'))) {
       log(`${name}: built already (${bundle})`);
-      bundles[transport] = bundle;
+      bundles[app] = bundle;
       continue;
     }
     const registry = await ensureRegistry();
@@ -432,6 +505,10 @@ async function makeApps({ o, line, log, ensureRegistry }) {
     fs.rmSync(stampFile, { force: true });
     createApp(line, { dir, how, registry: registry.url, projectRoot: ROOT, version: pkg.version });
     fs.copyFileSync(APP_MODULE, path.join(dir, 'server', 'bench.js'));
+    if (o.meteor35Src) {
+      const overlay = overlayDdpServer(o.meteor35Src, path.join(dir, 'packages', 'ddp-server'), uwsTarball(path.join(o.work, 'downloads')));
+      for (const l of overlay.lines) log(`  ${name}: ${l}`);
+    }
     // Below the import line (which stays the first line of server/main.js).
     fs.appendFileSync(path.join(dir, 'server', 'main.js'), "\nimport './bench.js';\n");
     const packagesFile = path.join(dir, '.meteor', 'packages');
@@ -441,9 +518,9 @@ async function makeApps({ o, line, log, ensureRegistry }) {
     installBundle(line, b, registry.url);
     fs.writeFileSync(stampFile, `${stamp}\n`);
     log(`${name}: meteor create + build + npm install in ${Math.round((Date.now() - t) / 1000)} s`);
-    bundles[transport] = b;
+    bundles[app] = b;
   }
-  return bundles;
+  return Object.fromEntries(o.transports.map((t) => [t, bundles[appOf(t)]]));
 }
 
 function buildLoadgen() {
@@ -459,6 +536,12 @@ function buildLoadgen() {
 
 async function main() {
   const o = parseArgs(process.argv.slice(2));
+  if (o.report) {
+    const { meta, runs } = JSON.parse(fs.readFileSync(o.report, 'utf8'));
+    for (const l of meta.lines) l.label = l.label || l.ref;
+    console.log(markdown({ meta, runs, rows: summarize(runs) }));
+    return 0;
+  }
   if (!o.meteor) {
     console.log(NEEDS);
     return 0;
@@ -507,7 +590,8 @@ async function main() {
   try {
     for (const ref of o.refs) {
       const line = prepareMeteor({ gitDir: meteorGit, ref, cacheDir: o.work, gitDirOf, log });
-      const lineInfo = { ref, commit: line.commit, tool: line.toolVersion, node: line.devBundle.nodeVersion };
+      const label = o.meteor35Src ? `${ref} + 3.5 ddp-server` : ref;
+      const lineInfo = { ref, label, commit: line.commit, tool: line.toolVersion, node: line.devBundle.nodeVersion, overlay: o.meteor35Src };
       log(`Meteor ${ref} = ${line.commit.slice(0, 12)} (meteor-tool ${line.toolVersion}, Node ${line.devBundle.nodeVersion})`);
       const bundles = await makeApps({ o, line, log, ensureRegistry });
       if (registry) { registry.stop(); registry = null; }
@@ -519,7 +603,7 @@ async function main() {
           for (const workload of o.workloads) {
             const order = r % 2 ? o.transports : [...o.transports].reverse();
             for (const transport of order) {
-              const rec = await runOnce({ line: { ...line, ref }, bundle: bundles[transport], transport, mode, workload, o, loadgen, logDir, round: r });
+              const rec = await runOnce({ line: { ...line, ref: label }, bundle: bundles[transport], transport, mode, workload, o, loadgen, logDir, round: r });
               runs.push(rec);
               const m = rec.m || {};
               const head = { 'methods-light': `insert p50/p95 ${m.insert_p50_ms}/${m.insert_p95_ms} ms, ${m.app_cpu_us_per_call} µs/call`,
