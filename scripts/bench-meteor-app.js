@@ -204,13 +204,15 @@ async function runOnce({ line, bundle, transport, mode, workload, o, loadgen, lo
     const native = /ddp-transport-native: native serves \/websocket/.test(server.output());
     const h = await handshake(port);
     const uws = Boolean(h.headers.uwebsockets);
+    rec.extensions = h.headers['sec-websocket-extensions'] || '';
     rec.checks.push({ name: 'transport', ok: h.status === 101 && native === (transport === 'native') && uws === (transport === 'uws'),
       detail: `${native ? 'native startup line' : 'no native startup line'}; /websocket ${h.status}${uws ? `, uWebSockets: ${h.headers.uwebsockets}` : ''}` });
     await sleep(500);
     const pid = server.child.pid;
     rec.rss_before_kib = statusKiB(pid, 'VmRSS');
     const args = [...workloadArgs(workload, o), '--url', `ws://127.0.0.1:${port}/websocket`, '--timeout', '60', '--sync',
-      ...(mode === 'on' ? ['--deflate'] : [])];
+      // Meteor's uws never negotiates permessage-deflate: its clients go on uncompressed, as browsers do.
+      ...(mode === 'on' ? [transport === 'uws' ? '--deflate-optional' : '--deflate'] : [])];
     rec.loadgen_args = args.join(' ');
     const lg = spawn(loadgen, args, { stdio: ['pipe', 'pipe', 'pipe'] });
     lg.stdin.on('error', () => {});
@@ -427,7 +429,7 @@ function markdown({ meta, runs, rows }) {
     `- ${pkg.name} ${pkg.version} from dist/ through a local registry; sockjs = the same app without the package (Meteor's default transport)${transports.includes('uws')
       ? '; uws = that app with DISABLE_SOCKJS=1 DDP_TRANSPORT=uws (Meteor 3.5\'s uws transport on its internal port, /websocket piped to it)' : '; Meteor\'s `uws` (3.5) not compared (no --meteor35-src)'}`,
     `- machine: ${meta.machine.cores} cores, ${meta.machine.cpu}; ${meta.rounds} interleaved rounds (the transports' order reversed every other round); loadgen ${meta.loadgen}`,
-    '- compression: "on" = every client offers permessage-deflate as Chromium does (Meteor\'s server default answers it); "off" = not offered',
+    `- compression: "on" = every client offers permessage-deflate as Chromium does (sockjs and native accept it, as Meteor's server default does)${transports.includes('uws') ? '; Meteor\'s uws declines it, so its clients go on uncompressed, as browsers do' : ''}; "off" = not offered`,
     `- runs: ${runs.length}, failed checks: ${runs.filter((r) => !r.ok).length}`];
   for (const l of meta.lines) {
     out.push('', `## Targets, ${l.label} (native ÷ the named transport, ratio of medians; per-round min–max)`, '',

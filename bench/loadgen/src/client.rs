@@ -47,6 +47,9 @@ pub struct Target {
     pub host_header: String,
     pub path: String,
     pub deflate: bool,
+    /// with `deflate`: a server that declines the offer is served uncompressed (as a browser
+    /// does) instead of failing the connect
+    pub deflate_optional: bool,
     /// local addresses to connect from, picked by seed (`--sources K`: 127.0.0.1..K); empty =
     /// the kernel's choice. Several loopback sources multiply the ephemeral ports available.
     pub sources: Vec<std::net::IpAddr>,
@@ -67,7 +70,7 @@ impl Target {
             .map_err(|e| format!("cannot resolve {hostport}: {e}"))?
             .next()
             .ok_or_else(|| format!("cannot resolve {hostport}"))?;
-        Ok(Target { addr, host_header: hostport, path: path.to_string(), deflate: false, sources: Vec::new() })
+        Ok(Target { addr, host_header: hostport, path: path.to_string(), deflate: false, deflate_optional: false, sources: Vec::new() })
     }
 }
 
@@ -506,6 +509,7 @@ impl Conn {
         match (t.deflate, &answer) {
             (false, None) => {}
             (false, Some(v)) => return Err(err(format!("server answered an extension that was not offered: {v:?}"))),
+            (true, None) if t.deflate_optional => {}
             (true, None) => return Err(err("server did not accept permessage-deflate")),
             (true, Some(v)) => {
                 let a = parse_deflate_answer(v).map_err(err)?;

@@ -37,7 +37,8 @@ fn main() {
     };
     let target = match Target::parse(&opts.url) {
         Ok(mut t) => {
-            t.deflate = opts.deflate;
+            t.deflate = opts.deflate || opts.deflate_optional;
+            t.deflate_optional = opts.deflate_optional;
             if opts.sources > 1 {
                 t.sources = (1..=opts.sources).map(|i| std::net::IpAddr::from([127, 0, 0, i])).collect();
             }

@@ -27,6 +27,8 @@ usage: loadgen <burst|rtt|throughput|idle|fanout|storm|app-rate|watch> [options]
   --deflate          offer permessage-deflate as Chromium does (`permessage-deflate;
                      client_max_window_bits`), fail unless the server accepts it, then compress
                      every message sent and inflate compressed replies
+  --deflate-optional the same offer, but where the server declines it the client goes on
+                     uncompressed, as a browser does
   --doc N            throughput: call `doc(N)` (returns an N-byte realistic document, bench/ddp-doc.js)
                      instead of echo; fanout: publish one via `publishDoc` instead of a small one
   --concurrency N    connects in flight at once (default 128; burst opens all at once)
@@ -58,6 +60,7 @@ pub struct Opts {
     pub timeout: f64,
     pub sync: bool,
     pub deflate: bool,
+    pub deflate_optional: bool,
     /// `--doc N`: calls return (throughput) / publish (fanout) an N-byte realistic document
     pub doc: usize,
     pub new_clients: usize,
@@ -92,6 +95,7 @@ impl Opts {
             timeout: 60.0,
             sync: false,
             deflate: false,
+            deflate_optional: false,
             doc: 0,
             new_clients: 10_000,
             calm_seconds: 3.0,
@@ -126,6 +130,7 @@ impl Opts {
                 "--timeout" => o.timeout = num(a, val(a)?)?,
                 "--sync" => o.sync = true,
                 "--deflate" => o.deflate = true,
+                "--deflate-optional" => o.deflate_optional = true,
                 "--doc" => o.doc = num(a, val(a)?)?,
                 "--new" => o.new_clients = num(a, val(a)?)?,
                 "--calm-seconds" => o.calm_seconds = num(a, val(a)?)?,
