@@ -105,6 +105,9 @@ struct ClientOut {
     lat_insert: Vec<u32>,
     removes: u64,
     removed: u64,
+    /// the connection, kept open until the measured window has ended (a server's work at close,
+    /// e.g. a DDP session's teardown, is not the window's)
+    conn: Option<Conn>,
 }
 
 /// One client: calls at `first`, `first + period`, … while before `deadline`; then waits for the
@@ -183,6 +186,7 @@ async fn client(mut c: Conn, call: Rc<Call>, first: Instant, period: Duration, d
     if let Err(e) = r {
         out.error = Some(e.to_string());
     }
+    out.conn = Some(c);
     out
 }
 
@@ -220,11 +224,13 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
     let (mut removes, mut removed) = (0u64, 0u64);
     let (mut lat_insert, mut lat_remove): (Vec<u32>, Vec<u32>) = (Vec::new(), Vec::new());
     let mut max_lag = Duration::ZERO;
+    let mut held = Vec::with_capacity(n);
     let mut errors = Vec::new();
     for h in handles {
         let abort = h.abort_handle();
         match tokio::time::timeout_at(guard, h).await {
             Ok(Ok(r)) => {
+                held.extend(r.conn);
                 sent += r.sent;
                 added += r.added;
                 removes += r.removes;
@@ -247,6 +253,7 @@ pub async fn app_rate(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String>
     let elapsed = t0.elapsed().as_secs_f64();
     let cpu = cpu_seconds() - cpu0;
     mark("end", o.sync);
+    drop(held);
     let done = lat.len() as u64;
     let mean = mean_us(&lat);
     lat.sort_unstable();

@@ -247,6 +247,9 @@ struct EchoOut {
     /// `added` messages received (the app workload: one per call)
     added: u64,
     error: Option<String>,
+    /// the connection, kept open until the measured window has ended (a server's work at close,
+    /// e.g. a DDP session's teardown, is not the window's)
+    conn: Option<Conn>,
 }
 
 /// `app`: the calls are the tasks app's `addTask` (a `result` carrying a method error fails the run).
@@ -259,7 +262,7 @@ async fn echo_loop(
     deadline: Instant,
     drain: Duration,
 ) -> EchoOut {
-    let mut out = EchoOut { lat: Vec::with_capacity(1 << 14), done: 0, added: 0, error: None };
+    let mut out = EchoOut { lat: Vec::with_capacity(1 << 14), done: 0, added: 0, error: None, conn: None };
     let mut pending: Vec<(u64, Instant)> = Vec::with_capacity(inflight);
     let mut next_id = 1u64;
     let r: io::Result<()> = async {
@@ -315,6 +318,7 @@ async fn echo_loop(
     if let Err(e) = r {
         out.error = Some(e.to_string());
     }
+    out.conn = Some(c);
     out
 }
 
@@ -348,11 +352,13 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let mut done = 0u64;
     let mut added = 0u64;
     let mut errors = Vec::new();
+    let mut held = Vec::with_capacity(n);
     let guard = tokio::time::Instant::from_std(deadline + drain + Duration::from_secs(5));
     for h in handles {
         let abort = h.abort_handle();
         match tokio::time::timeout_at(guard, h).await {
             Ok(Ok(r)) => {
+                held.extend(r.conn);
                 done += r.done;
                 added += r.added;
                 lat.extend_from_slice(&r.lat);
@@ -371,6 +377,7 @@ async fn throughput(o: &Opts, t: Rc<Target>) -> Result<(bool, String), String> {
     let wire = client::wire_in() - wire0;
     let window = deadline.min(Instant::now()).duration_since(t0).as_secs_f64();
     mark("end", o.sync);
+    drop(held);
     let mean = mean_us(&lat);
     lat.sort_unstable();
     let ok = errors.is_empty() && done > 0;
