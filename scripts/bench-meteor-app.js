@@ -576,7 +576,11 @@ async function main() {
   const runs = [];
   const outStamp = path.join(o.out, stamp);
   const machine = { cores: os.cpus().length, cpu: (os.cpus()[0] || {}).model, memGiB: Math.round(os.totalmem() / 2 ** 30), kernel: os.release() };
-  const meta = { started: started.toISOString(), command: `npm run bench:meteor-app -- ${process.argv.slice(2).join(' ')}`, machine,
+  // The command as a reader reruns it: the directories given become what they must hold.
+  const PLACEHOLDERS = { '--meteor': '<clone of meteor/meteor>', '--meteor35-src': "<dir with Meteor 3.5's packages/ddp-server>",
+    '--repos': '<dir of the companion clones>', '--work': '<work dir>', '--out': '<results dir>' };
+  const argv = process.argv.slice(2).map((a, i, all) => PLACEHOLDERS[all[i - 1]] || a);
+  const meta = { started: started.toISOString(), command: `npm run bench:meteor-app -- ${argv.join(' ')}`, machine,
     rounds: o.rounds, seconds: o.seconds, loadgen: path.relative(ROOT, loadgen), lines };
   const save = () => {
     fs.mkdirSync(o.out, { recursive: true });
@@ -593,7 +597,7 @@ async function main() {
     for (const ref of o.refs) {
       const line = prepareMeteor({ gitDir: meteorGit, ref, cacheDir: o.work, gitDirOf, log });
       const label = o.meteor35Src ? `${ref} + 3.5 ddp-server` : ref;
-      const lineInfo = { ref, label, commit: line.commit, tool: line.toolVersion, node: line.devBundle.nodeVersion, overlay: o.meteor35Src };
+      const lineInfo = { ref, label, commit: line.commit, tool: line.toolVersion, node: line.devBundle.nodeVersion, overlay: o.meteor35Src && PLACEHOLDERS['--meteor35-src'] };
       log(`Meteor ${ref} = ${line.commit.slice(0, 12)} (meteor-tool ${line.toolVersion}, Node ${line.devBundle.nodeVersion})`);
       const bundles = await makeApps({ o, line, log, ensureRegistry });
       if (registry) { registry.stop(); registry = null; }
