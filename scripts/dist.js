@@ -29,6 +29,7 @@ const crypto = require('node:crypto');
 const { spawnSync } = require('node:child_process');
 const { platformName, platformOf } = require('../lib/platform');
 const { readPe } = require('./pe');
+const { markdownLinks } = require('./lib/markdown-links');
 
 const ROOT = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -336,20 +337,6 @@ function loadCheck(t, file) {
  *  package on the npm registry. */
 const publishedFileUrl = (file) => `https://unpkg.com/${pkg.name}@${pkg.version}/${file}`;
 
-/** The README's link and image targets, as markdown-it reads them (text in code is not a link). */
-function markdownLinks(text) {
-  const MarkdownIt = require('markdown-it');
-  const targets = [];
-  const walk = (tokens) => {
-    for (const t of tokens) {
-      if (t.type === 'link_open') targets.push(t.attrGet('href'));
-      if (t.type === 'image') targets.push(t.attrGet('src'));
-      if (t.children) walk(t.children);
-    }
-  };
-  walk(new MarkdownIt({ html: true }).parse(text, {}));
-  return targets;
-}
 
 /**
  * The README for the package. npmjs.com resolves a README's relative links against the manifest's

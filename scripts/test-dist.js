@@ -26,6 +26,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { sh, must, hostNpm, fetchPackage } = require('./npm-fetch');
 const { VERDACCIO, startRegistry, publish } = require('./lib/local-registry');
+const { markdownLinks } = require('./lib/markdown-links');
 const { platformOf } = require('../lib/platform');
 
 const ROOT = path.join(__dirname, '..');
@@ -109,20 +110,6 @@ function filesUnder(entry) {
     .filter((f) => fs.statSync(path.join(ROOT, f)).isFile() && !f.endsWith('.node'));
 }
 
-/** The links and images of a markdown text (markdown-it: text in code is not a link). */
-function markdownLinks(text) {
-  const MarkdownIt = require('markdown-it');
-  const targets = [];
-  const walk = (tokens) => {
-    for (const t of tokens) {
-      if (t.type === 'link_open') targets.push(t.attrGet('href'));
-      if (t.type === 'image') targets.push(t.attrGet('src'));
-      if (t.children) walk(t.children);
-    }
-  };
-  walk(new MarkdownIt({ html: true }).parse(text, {}));
-  return targets;
-}
 
 /**
  * What a release would publish from one tarball: `npm publish --dry-run` against the local
