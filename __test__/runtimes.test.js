@@ -21,8 +21,8 @@ const crypto = require('node:crypto');
 const fs = require('node:fs');
 const http = require('node:http');
 const path = require('node:path');
-const { spawn } = require('node:child_process');
 const { scope, waitFor, deadline, pool } = require('./helpers/common');
+const { runProcess } = require('./helpers/proc');
 const { listeningSockets } = require('./helpers/netinfo');
 const { runtimes } = require('./helpers/runtime-install');
 
@@ -37,55 +37,15 @@ const installed = () => installing || (installing = runtimes({ timeout: 300000 }
 
 /** The server under a runtime: {pid, ports, runtime, messages, request(cmd), exited, stderr()}. */
 async function startServer(t, [file, args, env]) {
-  const child = spawn(file, args, { cwd: ROOT, env: { ...process.env, ...env, DDP_TRANSPORT_NATIVE_SAME_PORT: '' }, stdio: ['pipe', 'pipe', 'pipe'] });
-  const killTimer = setTimeout(() => child.kill('SIGKILL'), 120000);
-  const messages = [];
-  const waiters = [];
-  let stderr = '';
-  let rest = '';
-  let exit = null;
-  child.stderr.setEncoding('utf8');
-  child.stderr.on('data', (d) => { stderr += d; if (stderr.length > 100000) stderr = stderr.slice(-50000); });
-  child.stdout.setEncoding('utf8');
-  child.stdout.on('data', (d) => {
-    rest += d;
-    let i;
-    while ((i = rest.indexOf('\n')) >= 0) {
-      const line = rest.slice(0, i);
-      rest = rest.slice(i + 1);
-      let m;
-      try { m = JSON.parse(line); } catch { m = { type: 'text', line }; }
-      messages.push(m);
-      for (const w of waiters.slice()) if (w.pred(m)) { waiters.splice(waiters.indexOf(w), 1); w.resolve(m); }
-    }
-  });
-  child.stdin.on('error', () => {});
-  const exited = new Promise((resolve) => child.once('exit', (code, signal) => {
-    clearTimeout(killTimer);
-    exit = { code, signal };
-    for (const w of waiters.splice(0)) w.reject(new Error(`server exited (${code ?? signal}) first; stderr: ${stderr.slice(-2000)}`));
-    resolve(exit);
-  }));
-  t.after(() => { if (!exit) child.kill('SIGKILL'); return exited; });
-  const wait = (pred, ms, label) => {
-    const seen = messages.find(pred);
-    if (seen) return Promise.resolve(seen);
-    if (exit) return Promise.reject(new Error(`server already exited (${exit.code ?? exit.signal}); stderr: ${stderr.slice(-2000)}`));
-    return deadline(new Promise((resolve, reject) => waiters.push({ pred, resolve, reject })), ms, `${label}; server stderr: ${stderr.slice(-2000)}`);
-  };
-  const ready = await wait((m) => m.type === 'listening', 20000, 'server listening');
-  let n = 0;
+  const srv = runProcess(file, args, { cwd: ROOT, env: { ...process.env, ...env, DDP_TRANSPORT_NATIVE_SAME_PORT: '' }, timeoutMs: 120000 });
+  t.after(() => srv.kill());
+  const ready = await srv.waitMessage((m) => m.type === 'listening', 20000, 'server listening');
   return {
     ...ready,
-    messages,
-    exited,
-    stderr: () => stderr,
-    wait,
-    request(cmd, ms = 10000) {
-      const id = ++n;
-      child.stdin.write(`${JSON.stringify({ cmd, id })}\n`);
-      return wait((m) => m.id === id, ms, `reply to ${cmd}`);
-    },
+    messages: srv.messages,
+    exited: srv.exited,
+    stderr: srv.stderr,
+    request: (cmd, ms = 10000) => srv.request({ cmd }, ms),
   };
 }
 
@@ -335,7 +295,7 @@ for (const name of RUNTIMES) {
       assert.equal(kc.code, 1001, `the client still connected at close gets 1001 (${Date.now() - closing} ms)`);
       const exit = await deadline(srv.exited, 10000, `${name} exiting after close()`);
       const ms = Date.now() - closing;
-      assert.deepEqual(exit, { code: 0, signal: null }, `exit after close (${ms} ms); stderr: ${srv.stderr().slice(-2000)}`);
+      assert.deepEqual({ code: exit.code, signal: exit.signal }, { code: 0, signal: null }, `exit after close (${ms} ms); stderr: ${srv.stderr().slice(-2000)}`);
       assert.ok(!srv.messages.some((m) => m.type === 'still-alive'), 'nothing kept the event loop alive');
       assert.equal(srv.stderr().trim(), '', 'nothing on stderr');
       t.diagnostic(`${name} exited ${ms} ms after close()`);

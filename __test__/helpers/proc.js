@@ -11,20 +11,24 @@ const { deadline } = require('./common');
 const PKG_PATH = path.resolve(__dirname, '..', '..');
 
 /**
- * Run `source` with `node -e` in a fresh process. The child gets env DTN_PKG (the package path,
- * for `require(process.env.DTN_PKG)`). Each stdout line that parses as JSON is a message.
- * Returns a handle:
+ * Run `source` with `node -e` in a fresh process (runProcess below). The child gets env DTN_PKG
+ * (the package path, for `require(process.env.DTN_PKG)`).
+ */
+function runNode(source, { env = {}, timeoutMs = 60000, args = [] } = {}) {
+  return runProcess(process.execPath, [...args, '-e', source], { env: { ...process.env, DTN_PKG: PKG_PATH, ...env }, timeoutMs });
+}
+
+/**
+ * Run `file args` in a fresh process (env: exactly `env`). Each stdout line that parses as JSON is
+ * a message. Returns a handle:
  *   child, pid, messages (array), stderr() (text so far),
  *   waitMessage(pred, timeout) -> the first message (seen or future) matching pred,
  *   send(obj) -> writes one JSON line to the child's stdin,
  *   exited -> Promise<{code, signal, exitAt}>, kill(), request(obj, pred, timeout).
  * The child is SIGKILLed after `timeoutMs` whatever happens, so it can never outlive the test.
  */
-function runNode(source, { env = {}, timeoutMs = 60000, args = [] } = {}) {
-  const child = spawn(process.execPath, [...args, '-e', source], {
-    env: { ...process.env, DTN_PKG: PKG_PATH, ...env },
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
+function runProcess(file, args, { env = process.env, cwd, timeoutMs = 60000 } = {}) {
+  const child = spawn(file, args, { cwd, env, stdio: ['pipe', 'pipe', 'pipe'] });
   const messages = [];
   const waiters = [];
   let stderr = '';
@@ -119,4 +123,4 @@ function onCommand(fn) {
 }
 `;
 
-module.exports = { runNode, procStats, PKG_PATH, CHILD_PRELUDE };
+module.exports = { runNode, runProcess, procStats, PKG_PATH, CHILD_PRELUDE };
