@@ -460,20 +460,17 @@ function markdown({ meta, runs, rows }) {
 // ------------------------------------------------------------------------------------------------
 // The apps
 
-/** Every file under dir, sorted (the overlaid ddp-server's sources go into the app's stamp). */
-function filesUnder(dir) {
-  return fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
-    const p = path.join(dir, e.name);
-    return e.isDirectory() ? filesUnder(p) : [p];
-  }).sort();
-}
-
 function appStamp(how, overlaySrc) {
   const h = crypto.createHash('sha256');
   h.update(fs.readFileSync(APP_MODULE));
   h.update(fs.readFileSync(path.join(__dirname, 'meteor-app-e2e', 'meteor-app.js')));
   h.update(`${how} ${pkg.version}`);
-  if (overlaySrc) for (const f of filesUnder(path.join(overlaySrc, 'packages', 'ddp-server'))) h.update(`${f}\0`).update(fs.readFileSync(f));
+  if (overlaySrc) {
+    // The overlaid ddp-server's sources (overlay35.js listFiles: every file under it, sorted).
+    const { listFiles } = require('./meteor-app-e2e/overlay35');
+    const dir = path.join(overlaySrc, 'packages', 'ddp-server');
+    for (const f of listFiles(dir)) h.update(`${f}\0`).update(fs.readFileSync(path.join(dir, f)));
+  }
   for (const t of DIST_TARGETS) {
     const f = path.join(ROOT, 'dist', `${pkg.name}-${t}-${pkg.version}.tgz`);
     if (fs.existsSync(f)) h.update(fs.readFileSync(f));

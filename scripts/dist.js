@@ -29,7 +29,7 @@ const crypto = require('node:crypto');
 const { spawnSync } = require('node:child_process');
 const { platformName, platformOf } = require('../lib/platform');
 const { readPe } = require('./pe');
-const { markdownLinks } = require('./lib/markdown-links');
+const { markdownLinks, publishedPrefix, isRelativeLink } = require('./lib/markdown-links');
 
 const ROOT = path.join(__dirname, '..');
 const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8'));
@@ -333,10 +333,8 @@ function loadCheck(t, file) {
 // ---------------------------------------------------------------------------------------------
 // The README as the package carries it
 
-/** A file of this version of the package once it is published: unpkg serves every file of every
- *  package on the npm registry. */
-const publishedFileUrl = (file) => `https://unpkg.com/${pkg.name}@${pkg.version}/${file}`;
-
+/** A file of this version of the package once it is published. */
+const publishedFileUrl = (file) => `${publishedPrefix(pkg.name, pkg.version)}${file}`;
 
 /**
  * The README for the package. npmjs.com resolves a README's relative links against the manifest's
@@ -351,7 +349,7 @@ function publishedReadme(text, shipped) {
   const files = new Set();
   let out = text;
   for (const href of new Set(markdownLinks(text))) {
-    if (/^[a-z][a-z0-9+.-]*:|^\/\/|^#/i.test(href)) continue;
+    if (!isRelativeLink(href)) continue;
     const hash = href.indexOf('#');
     const file = path.posix.normalize(decodeURIComponent(hash === -1 ? href : href.slice(0, hash)));
     if (!shipped(file)) {
@@ -365,7 +363,7 @@ function publishedReadme(text, shipped) {
     out = out.split(`](${href})`).join(`](${publishedFileUrl(file)}${hash === -1 ? '' : href.slice(hash)})`);
     files.add(file);
   }
-  const left = markdownLinks(out).filter((h) => !/^[a-z][a-z0-9+.-]*:|^\/\/|^#/i.test(h));
+  const left = markdownLinks(out).filter(isRelativeLink);
   if (left.length) errors.push(`relative links left: ${left.join(', ')}`);
   if (errors.length) throw new Error(`README.md for the package:\n  ${errors.join('\n  ')}`);
   return { text: out, files: [...files].sort() };

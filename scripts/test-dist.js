@@ -26,7 +26,7 @@ const os = require('node:os');
 const path = require('node:path');
 const { sh, must, hostNpm, fetchPackage } = require('./npm-fetch');
 const { VERDACCIO, startRegistry, publish } = require('./lib/local-registry');
-const { markdownLinks } = require('./lib/markdown-links');
+const { markdownLinks, publishedPrefix, isRelativeLink } = require('./lib/markdown-links');
 const { platformOf } = require('../lib/platform');
 
 const ROOT = path.join(__dirname, '..');
@@ -110,7 +110,6 @@ function filesUnder(entry) {
     .filter((f) => fs.statSync(path.join(ROOT, f)).isFile() && !f.endsWith('.node'));
 }
 
-
 /**
  * What a release would publish from one tarball: `npm publish --dry-run` against the local
  * registry (nothing is published), then the tarball's own manifest, LICENSE and files:
@@ -172,9 +171,9 @@ function checkTarball(file, platform, registry) {
   const optional = manifest.optionalDependencies || {};
   const wrong = pkg.napi.targets.map((t) => `${pkg.name}-${platformOf(t)}`).filter((n) => optional[n] !== pkg.version);
   if (wrong.length) throw new Error(`optionalDependencies lack ${wrong.join(', ')} at ${pkg.version}`);
-  const prefix = `https://unpkg.com/${pkg.name}@${pkg.version}/`;
+  const prefix = publishedPrefix(pkg.name, pkg.version);
   const links = markdownLinks(read('README.md'));
-  const relative = links.filter((h) => !/^[a-z][a-z0-9+.-]*:|^#/i.test(h));
+  const relative = links.filter(isRelativeLink);
   if (relative.length) throw new Error(`README.md has relative links, broken on npmjs.com: ${[...new Set(relative)].join(', ')}`);
   const linked = [...new Set(links.filter((h) => h.startsWith(prefix)).map((h) => decodeURIComponent(h.slice(prefix.length).split('#')[0])))];
   const absent = linked.filter((f) => !files.includes(f));

@@ -368,4 +368,4 @@ async function overlay35Checks({ line, tag, context, results, registry, work, lo
   }
 }
 
-module.exports = { overlay35Checks, overlayDdpServer, uwsTarball, registryPath, handshake };
+module.exports = { overlay35Checks, overlayDdpServer, uwsTarball, registryPath, handshake, listFiles };
