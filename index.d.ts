@@ -13,8 +13,16 @@ export enum SendStatus {
 }
 
 export interface AppOptions {
-  /** I/O threads owning the sockets (tokio workers). Integer 1..16, default 1. */
+  /** I/O threads (tokio workers): they accept connections and answer upgrades, and in the
+   *  `'threads'` I/O mode own the sockets. Integer 1..16, default 1. */
   threads?: number;
+  /** Where upgraded connections are read and written. `'inline'`: on the JS thread, in the
+   *  event-loop wakeup that found them readable (Linux under Node; connections that negotiated
+   *  permessage-deflate stay on the I/O threads). `'threads'`: on the I/O threads, messages
+   *  reaching JS in batches. Default: `DDP_TRANSPORT_NATIVE_IO` when set, else `'threads'` when
+   *  `threads` is set, else `'inline'`. Where inline cannot run (macOS, Windows, Bun, Deno) the
+   *  app runs `'threads'`: see `ioMode`. */
+  io?: 'inline' | 'threads';
   /** Connections to the app's own listener (`listen()`), and every connection of a plain
    *  `http.Server` it is attached to (`attach()`), must open with a PROXY protocol header (v1 or
    *  v2, as HAProxy's `send-proxy`/`send-proxy-v2` or a cloud network load balancer send it); the
@@ -230,6 +238,8 @@ export interface Stats {
 }
 
 export interface TemplatedApp {
+  /** The I/O mode this app runs (see `AppOptions.io`). */
+  readonly ioMode: 'inline' | 'threads';
   /** Route upgrades whose path matches `pattern` ("/exact", "/prefix/*" or "/*") to `behavior`. */
   ws<UserData = Record<string, unknown>>(pattern: string, behavior: WebSocketBehavior<UserData>): TemplatedApp;
   /** Standalone listener. `cb(token)` on success, `cb(false, error)` on failure (error.code e.g. EADDRINUSE). */

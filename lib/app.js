@@ -15,7 +15,7 @@ function rethrow(err) {
 
 class TemplatedApp {
   constructor(options) {
-    const { threads, admission, proxyProtocol } = O.appOptions(options);
+    const { threads, io, admission, proxyProtocol } = O.appOptions(options);
     // The bridge calls this with a batch `-1, ms, tag, value, ...` (`ms`: the event-loop turn's
     // budget left), or with no arguments when the turn's budget ran out: then it settles after this
     // turn's other I/O (src/bridge.rs, fairness). A batch's handlers stop when the budget is spent;
@@ -44,13 +44,15 @@ class TemplatedApp {
       this._epochQueued = false;
       this._epoch++;
     };
-    this._native = new native.NativeApp(threads, (...batch) => {
+    this._native = new native.NativeApp(threads, io === 'inline', (...batch) => {
       if (batch.length === 0) {
         setImmediate(this._settleFn);
         return true;
       }
       return this._deliver(batch);
     });
+    // 'inline' only where the runtime lets the core watch a fd in its event loop (Linux, Node)
+    this.ioMode = this._native.ioMode;
     // settle() delivers events whose handlers may close the app: it lives on a handle of its own
     this._bridge = this._native.bridgeHandle();
     this._native.setAdmission(admission);

@@ -189,11 +189,35 @@ function admissionOptions(value, where) {
   return out;
 }
 
-/** `App(options)` → the I/O threads, admission control's limits (null: off), and whether
- *  connections to the own listener must open with a PROXY protocol header (v1 or v2). */
+/** Where upgraded connections are served: on the JS thread ('inline') or on the I/O threads. */
+const IO_MODES = ['inline', 'threads'];
+/** Sets `io` for apps that do not (e.g. every app of a test run, or of a Meteor server). */
+const IO_VARIABLE = 'DDP_TRANSPORT_NATIVE_IO';
+
+/** `App.io`, else DDP_TRANSPORT_NATIVE_IO, else 'threads' for an app that sets `threads` (its
+ *  meaning: that many I/O threads own the sockets), else 'inline'. */
+function ioOption(options) {
+  if (options.io !== undefined) {
+    if (!IO_MODES.includes(options.io)) {
+      throw new TypeError(`App.io must be ${IO_MODES.map((m) => `'${m}'`).join(' or ')}, got ${describe(options.io)}`);
+    }
+    return options.io;
+  }
+  const env = process.env[IO_VARIABLE];
+  if (env !== undefined && env !== '') {
+    if (!IO_MODES.includes(env)) {
+      throw new TypeError(`${IO_VARIABLE} must be ${IO_MODES.map((m) => `'${m}'`).join(' or ')}, got ${describe(env)}`);
+    }
+    return env;
+  }
+  return options.threads !== undefined ? 'threads' : 'inline';
+}
+
+/** `App(options)` → the I/O threads, the I/O mode, admission control's limits (null: off), and
+ *  whether connections to the own listener must open with a PROXY protocol header (v1 or v2). */
 function appOptions(options) {
   if (options === undefined) options = {};
-  checkKeys(options, ['threads', 'admission', 'proxyProtocol'], 'App');
+  checkKeys(options, ['threads', 'io', 'admission', 'proxyProtocol'], 'App');
   if (options.admission !== undefined && typeof options.admission !== 'boolean' &&
       (options.admission === null || typeof options.admission !== 'object')) {
     throw new TypeError(`App.admission must be true, false or an object with the keys ` +
@@ -201,6 +225,7 @@ function appOptions(options) {
   }
   return {
     threads: intOption(options, 'threads', 'App', 1, 16, 1),
+    io: ioOption(options),
     admission: admissionOptions(options.admission, 'App.admission'),
     proxyProtocol: boolOption(options, 'proxyProtocol', 'App', false),
   };
@@ -313,6 +338,7 @@ module.exports = {
   compressionOptions,
   routeOptions,
   appOptions,
+  IO_VARIABLE,
   admissionOptions,
   listenArgs,
   attachOptions,

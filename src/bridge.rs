@@ -44,7 +44,7 @@ use napi::bindgen_prelude::*;
 use napi::sys;
 use native_ws::pacing::Pacer;
 use native_ws::{Admission, Backlog, Conn, Handler, OpenInfo, UpgradeInfo};
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::ffi::c_void;
 use std::ptr;
@@ -78,6 +78,18 @@ struct Staged {
 
 thread_local! {
     static STAGE: RefCell<Staged> = RefCell::new(Staged::default());
+    /// The JS thread runs a turn of the inline driver (src/inline.rs): events it stages are
+    /// delivered by `deliver_here` at the end of the turn, without a threadsafe-function wakeup.
+    static INLINE_TURN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// While alive, this thread's flushes commit without waking JS (see [`Bridge::inline_turn`]).
+pub struct InlineTurn(());
+
+impl Drop for InlineTurn {
+    fn drop(&mut self) {
+        INLINE_TURN.with(|t| t.set(false));
+    }
 }
 
 /// The kind of an event in a batch.
@@ -186,6 +198,8 @@ pub struct Bridge {
     /// events were delivered in this turn of the event loop and JS has not marked its end yet
     /// (`turn_over`, from a `setImmediate`): a delivery now continues the turn (JS thread only)
     turn_open: AtomicBool,
+    /// a turn's budget ran out and JS was asked to `settle`: events wait for it (JS thread only)
+    settle_due: AtomicBool,
 }
 
 impl Bridge {
@@ -200,6 +214,7 @@ impl Bridge {
             taken_since: AtomicU64::new(0),
             epoch: Instant::now(),
             turn_open: AtomicBool::new(false),
+            settle_due: AtomicBool::new(false),
         });
         let context = Arc::into_raw(bridge.clone()) as *mut c_void;
         let mut tsfn = ptr::null_mut();
@@ -335,19 +350,50 @@ impl Bridge {
     /// other I/O ran): deliver the next turn's worth right here (no second wakeup: this is a new
     /// turn of the event loop, after its poll phase), or disarm if nothing waits.
     pub fn settle(&self, env: sys::napi_env) {
+        self.settle_due.store(false, Relaxed);
         if self.taken.lock().unwrap().events.is_empty() && self.disarm_if_idle() {
             return;
         }
-        let js_cb = self.dispatch.lock().unwrap().as_ref().and_then(|d| {
+        match self.dispatch_fn(env) {
+            // SAFETY: JS thread, live env and function.
+            Some(f) => unsafe { run(env, f, self, false) },
+            _ => self.wake_js(),
+        }
+    }
+
+    /// The dispatch function, while the bridge delivers (JS thread).
+    fn dispatch_fn(&self, env: sys::napi_env) -> Option<sys::napi_value> {
+        if self.wake.lock().unwrap().is_none() {
+            return None;
+        }
+        self.dispatch.lock().unwrap().as_ref().and_then(|d| {
             let mut f = ptr::null_mut();
             // SAFETY: JS thread; the reference lives until `release`.
             let ok = unsafe { sys::napi_get_reference_value(env, d.0, &mut f) } == sys::Status::napi_ok;
             (ok && !f.is_null()).then_some(f)
-        });
-        match js_cb {
+        })
+    }
+
+    /// JS thread: a turn of the inline driver starts; its events are delivered by
+    /// [`Bridge::deliver_here`] once it is over.
+    pub fn inline_turn(&self) -> InlineTurn {
+        INLINE_TURN.with(|t| t.set(true));
+        InlineTurn(())
+    }
+
+    /// JS thread, after a turn of the inline driver, inside its callback scope: deliver what is
+    /// queued now, as a threadsafe-function wakeup would (same turn budget) — unless a `settle`
+    /// is due, which delivers it after the turn's other I/O.
+    pub fn deliver_here(&self, env: sys::napi_env) {
+        if self.settle_due.load(Relaxed) {
+            return;
+        }
+        if self.queue.lock().unwrap().events.is_empty() && self.taken.lock().unwrap().events.is_empty() {
+            return;
+        }
+        if let Some(f) = self.dispatch_fn(env) {
             // SAFETY: JS thread, live env and function.
-            Some(f) if self.wake.lock().unwrap().is_some() => unsafe { run(env, f, self, false) },
-            _ => self.wake_js(),
+            unsafe { run(env, f, self, self.turn_open.load(Relaxed)) }
         }
     }
 
@@ -449,7 +495,7 @@ impl Handler for Bridge {
             }
             !std::mem::replace(&mut q.armed, true)
         });
-        if wake_js {
+        if wake_js && !INLINE_TURN.with(Cell::get) {
             self.wake_js();
         }
     }
@@ -498,6 +544,7 @@ unsafe fn run(env: sys::napi_env, js_cb: sys::napi_value, bridge: &Bridge, same_
         // Node surfaces the exception when we return, then calls us again at once.
         Turn::Exception => bridge.wake_js(),
         Turn::Spent => {
+            bridge.settle_due.store(true, Relaxed);
             let mut result = ptr::null_mut();
             sys::napi_call_function(env, undefined, js_cb, 0, ptr::null(), &mut result);
         }

@@ -3,11 +3,15 @@
 //!
 //! - bridge.rs: events from the I/O threads to JS, in batches (one threadsafe call per batch),
 //!   at most one turn's budget per event-loop turn.
+//! - inline.rs: the inline I/O mode's place in Node's event loop (a libuv poll handle on the
+//!   core's inline driver; its events delivered by the bridge in the same wakeup).
 //! - send.rs: the one door for outbound messages (`send`, `flushAll`).
 //! - sockets.rs: open connections by id, as the JS thread sees them.
 //! - constants.rs: constants JS reads from here (defined once).
 
 mod bridge;
+#[cfg(target_os = "linux")]
+mod inline;
 // Only `#[napi]` uses what it defines, and a test build registers nothing with Node.
 #[cfg_attr(test, allow(dead_code))]
 mod constants;
@@ -174,22 +178,43 @@ fn io_error(e: std::io::Error) -> Error {
 pub struct NativeApp {
     server: Option<Server>,
     bridge: Arc<Bridge>,
+    /// the inline I/O mode, when it runs (see inline.rs)
+    #[cfg(target_os = "linux")]
+    inline: Option<*mut inline::InlineHost>,
 }
 
 #[napi]
 impl NativeApp {
     /// `dispatch(tag, value, tag, value, ...)` receives every batch of events (see bridge.rs).
+    /// `inline`: serve upgraded connections on this thread where the runtime allows it
+    /// (see `io_mode`).
     #[napi(constructor)]
-    pub fn new(env: Env, threads: u32, dispatch: Function<(), ()>) -> Result<Self> {
+    pub fn new(env: Env, threads: u32, inline: bool, dispatch: Function<(), ()>) -> Result<Self> {
         let bridge = Bridge::new(env.raw(), dispatch.raw())?;
         let server = Server::new(threads as usize, bridge.clone()).map_err(io_error)?;
         bridge.set_admission(server.admission().clone());
         let backlog: Arc<dyn native_ws::Backlog> = bridge.clone();
         server.admission().set_backlog(Arc::downgrade(&backlog));
+        #[cfg(target_os = "linux")]
+        let inline = if inline { inline::InlineHost::start(env.raw(), &server, bridge.clone()) } else { None };
+        #[cfg(not(target_os = "linux"))]
+        let _ = inline;
         Ok(NativeApp {
             server: Some(server),
             bridge,
+            #[cfg(target_os = "linux")]
+            inline,
         })
+    }
+
+    /// Where upgraded connections are served: "inline" (on the JS thread) or "threads".
+    #[napi(getter)]
+    pub fn io_mode(&self) -> &'static str {
+        #[cfg(target_os = "linux")]
+        if self.inline.is_some() {
+            return "inline";
+        }
+        "threads"
     }
 
     fn server(&self) -> Result<&Server> {
@@ -380,7 +405,26 @@ impl NativeApp {
         if let Some(mut server) = self.server.take() {
             server.shutdown();
         }
+        #[cfg(target_os = "linux")]
+        if let Some(host) = self.inline.take() {
+            // SAFETY: JS thread; the host came from start and leaves `inline` here, once.
+            unsafe { inline::InlineHost::stop(host) };
+        }
         self.bridge.release(env.raw());
+    }
+}
+
+impl Drop for NativeApp {
+    /// An app collected without `close()`: its inline driver stops with it (JS thread).
+    fn drop(&mut self) {
+        #[cfg(target_os = "linux")]
+        if let Some(host) = self.inline.take() {
+            if let Some(mut server) = self.server.take() {
+                server.shutdown();
+            }
+            // SAFETY: JS thread (finalizer); the host came from start and leaves `inline` here.
+            unsafe { inline::InlineHost::stop(host) };
+        }
     }
 }
 

@@ -51,7 +51,11 @@ pub struct Conn {
     /// bytes queued in user space and not yet taken by the kernel
     buffered: AtomicUsize,
     pub(crate) ctl: AtomicU8,
+    /// wakes the threaded driver's task (see `task::threaded`)
     pub(crate) wake: Notify,
+    /// set when the inline driver serves this connection: it is woken through this instead
+    #[cfg(target_os = "linux")]
+    pub(crate) inline: std::sync::OnceLock<Arc<crate::inline::Signal>>,
     timeout_ms: AtomicU32,
 }
 
@@ -79,6 +83,8 @@ impl Conn {
             buffered: AtomicUsize::new(0),
             ctl: AtomicU8::new(0),
             wake: Notify::new(),
+            #[cfg(target_os = "linux")]
+            inline: std::sync::OnceLock::new(),
         }
     }
 
@@ -88,6 +94,16 @@ impl Conn {
 
     pub(crate) fn request(&self, bits: u8) {
         self.ctl.fetch_or(bits, Release);
+        self.notify();
+    }
+
+    /// Wake the driver serving this connection.
+    fn notify(&self) {
+        #[cfg(target_os = "linux")]
+        if let Some(signal) = self.inline.get() {
+            signal.raise(self.id);
+            return;
+        }
         self.wake.notify_one();
     }
 
@@ -281,7 +297,7 @@ impl Conn {
             let limit = self.behavior.max_backpressure;
             if before > limit && before - n <= limit {
                 // The task stops reading while the queue is over the limit: resume it.
-                self.wake.notify_one();
+                self.notify();
             }
         }
     }

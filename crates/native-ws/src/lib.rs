@@ -14,7 +14,8 @@
 //! - [`conn`]: the state a connection shares with the JS thread (sends, publishes, backpressure,
 //!   closes); `outbox`: its outbound queue (owned frames and shared ones, vectored writes).
 //! - [`cork`]: which sockets a JS tick's sends are written on together, and when a group leaves.
-//! - [`task`]: the per-connection tokio task (read → codec → message → handler; writes; timers).
+//! - [`task`]: a connection's state machine (read → codec → message → handler; writes; timers),
+//!   driven by a tokio task on an I/O thread, or by [`inline`]: on the consumer's own thread.
 //! - [`server`]: the runtime, listeners, socket adoption, the handshake flow; `stream`: a
 //!   connection's socket, TCP or unix (adopted from a Node server listening on a path).
 //! - [`handler`]: the trait the consumer implements (the JS bridge, or a pure-Rust responder).
@@ -38,6 +39,8 @@ mod spare;
 pub mod extensions;
 pub mod handler;
 pub mod handshake;
+#[cfg(target_os = "linux")]
+pub mod inline;
 pub mod message;
 pub mod pacing;
 pub mod proxy;

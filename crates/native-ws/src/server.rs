@@ -68,6 +68,9 @@ struct Shared {
     admission: Arc<Admission>,
     /// connections to the own listeners start with a PROXY protocol header (required)
     proxy_protocol: AtomicBool,
+    /// upgraded connections go to the inline driver ([`Server::serve_inline`])
+    #[cfg(target_os = "linux")]
+    inline: std::sync::OnceLock<Arc<crate::inline::Signal>>,
 }
 
 pub struct Server {
@@ -121,10 +124,22 @@ impl Server {
                 secret: random_secret(),
                 admission: Arc::new(Admission::new(AdmissionConfig::OFF)),
                 proxy_protocol: AtomicBool::new(false),
+                #[cfg(target_os = "linux")]
+                inline: std::sync::OnceLock::new(),
             }),
             listeners: Mutex::new(Vec::new()),
             internal: Mutex::new(None),
         })
+    }
+
+    /// Serve upgraded connections on the caller's thread from now on: the returned driver's fd
+    /// must be watched and its turns run there (see [`crate::inline`]). Connections that
+    /// negotiated permessage-deflate stay on the I/O threads. Once per server.
+    #[cfg(target_os = "linux")]
+    pub fn serve_inline(&self) -> io::Result<crate::inline::Inline> {
+        let inline = crate::inline::Inline::new(self.shared.handler.clone())?;
+        self.shared.inline.set(inline.signal()).map_err(|_| io::Error::other("the inline driver is set already"))?;
+        Ok(inline)
     }
 
     fn rt(&self) -> &Runtime {
@@ -255,6 +270,10 @@ impl Server {
     /// Stop everything now: listeners, handshakes and connections are dropped (sockets closed).
     pub fn shutdown(&mut self) {
         self.stop_listening();
+        #[cfg(target_os = "linux")]
+        if let Some(signal) = self.shared.inline.get() {
+            signal.close();
+        }
         if let Some(rt) = self.runtime.take() {
             rt.shutdown_background();
         }
@@ -302,6 +321,11 @@ async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAdd
         // Refused (answered already) or too slow (slowloris): drop the socket.
         return;
     };
+    #[cfg(target_os = "linux")]
+    if let Some(signal) = shared.inline.get().filter(|_| conn.deflate.is_none()) {
+        crate::inline::hand_over(signal, conn, stream, leftover, info, &shared.handler);
+        return;
+    }
     // A task of its own: an idle connection then carries none of the handshake's state.
     tokio::spawn(task::run(conn, stream, leftover, shared.handler.clone(), info));
 }

@@ -70,6 +70,15 @@ impl Stream {
         Ok((Stream::Tcp(TcpStream::from_std(tcp)?), Some(remote)))
     }
 
+    /// The socket, out of tokio's poller (still non-blocking), for the inline driver.
+    #[cfg(unix)]
+    pub(crate) fn into_fd(self) -> io::Result<OwnedFd> {
+        match self {
+            Stream::Tcp(s) => s.into_std().map(OwnedFd::from),
+            Stream::Unix(s) => s.into_std().map(OwnedFd::from),
+        }
+    }
+
     /// Send small frames at once (TCP only; a unix socket has no Nagle).
     pub(crate) fn set_nodelay(&self) {
         #[allow(irrefutable_let_patterns)] // Windows: TCP only

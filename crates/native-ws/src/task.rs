@@ -1,18 +1,21 @@
-//! The per-connection task on an I/O thread: reads into a per-thread buffer, runs frames
-//! through the message reader, hands messages to the handler, writes what the JS thread left
-//! to it (compressing on this thread), answers pings and closes, and keeps the idle timer.
+//! A connection's state machine: reads into a per-thread buffer, runs frames through the message
+//! reader, hands messages to the handler, writes what the JS thread left to it (compressing
+//! jobs), answers pings and closes, and keeps the idle timer. It does no waiting itself: a driver
+//! calls it when the socket is ready, the JS thread asked for something, or its deadline passed —
+//! `threaded`: a tokio task on an I/O thread; [`crate::inline`]: the consumer's own thread.
+//! [`Socket`] is what the two drivers' sockets have in common.
 
 use crate::codec;
 use crate::config::{CLOSE_WAIT, READ_CHUNK};
 use crate::conn::{Conn, CTL_CLOSE, CTL_END, CTL_OVERFLOW, CTL_WRITE};
 use crate::deflate::Deflater;
 use crate::deflate_cache;
-use crate::handler::{Handler, OpenInfo};
+use crate::handler::Handler;
 use crate::message::{Msg, Reader};
 use crate::outbox::{send_vectored, Payload, Take, Taken};
 use crate::stats::Stats;
 use bytes::Bytes;
-use crate::stream::Stream;
+use crate::stream::{RawSock, Stream};
 use std::cell::RefCell;
 use std::io::{self, Read};
 use std::sync::atomic::Ordering::Acquire;
@@ -26,14 +29,31 @@ thread_local! {
     static SCRATCH: RefCell<Vec<u8>> = RefCell::new(vec![0; READ_CHUNK]);
 }
 
-type Outcome = (u16, String);
+pub(crate) type Outcome = (u16, String);
+
+/// A connection's socket as a driver hands it to the task: its raw handle, and one syscall with
+/// the driver's readiness bookkeeping (a WouldBlock from `op` clears the readiness it consumed).
+pub(crate) trait Socket {
+    fn raw(&self) -> RawSock;
+    fn try_io(&self, interest: Interest, op: impl FnOnce() -> io::Result<usize>) -> io::Result<usize>;
+}
+
+impl Socket for Stream {
+    fn raw(&self) -> RawSock {
+        Stream::raw(self)
+    }
+
+    fn try_io(&self, interest: Interest, op: impl FnOnce() -> io::Result<usize>) -> io::Result<usize> {
+        Stream::try_io(self, interest, op)
+    }
+}
 
 /// One read or write syscall. A short read means the kernel queue was drained, a partial write
 /// that the kernel buffer is full: we then report "would block" to tokio from inside `try_io`,
 /// which clears the readiness captured BEFORE the syscall (a newer event keeps it set). This saves
 /// the EAGAIN syscall that would otherwise follow every read and every partial write.
 fn io_once(
-    stream: &Stream,
+    stream: &impl Socket,
     interest: Interest,
     len: usize,
     mut op: impl FnMut(&std::net::TcpStream) -> io::Result<usize>,
@@ -55,22 +75,22 @@ fn io_once(
     }
 }
 
-fn read_once(stream: &Stream, buf: &mut [u8]) -> io::Result<usize> {
+fn read_once(stream: &impl Socket, buf: &mut [u8]) -> io::Result<usize> {
     io_once(stream, Interest::READABLE, buf.len(), |mut s| s.read(buf))
 }
 
 /// One vectored write of the next pieces of `out` (see `outbox::Wire`); the wire's cursor moves
 /// past what the kernel took.
-fn write_once(stream: &Stream, out: &mut Taken) -> io::Result<usize> {
+fn write_once(stream: &impl Socket, out: &mut Taken) -> io::Result<usize> {
     let raw = stream.raw();
     out.wire.write_with(|iov, len| io_once(stream, Interest::WRITABLE, len, |_| send_vectored(raw, iov)))
 }
 
-fn abnormal() -> Outcome {
+pub(crate) fn abnormal() -> Outcome {
     (codec::CLOSE_ABNORMAL, String::new())
 }
 
-struct Task {
+pub(crate) struct Task<S: Socket> {
     conn: Arc<Conn>,
     handler: Arc<dyn Handler>,
     reader: Reader,
@@ -94,105 +114,83 @@ struct Task {
     last_rx: Instant,
     ping_sent: bool,
     /// dropped after `Drop::drop` marked the connection closed, so the fd is never reused under it
-    stream: Stream,
+    stream: S,
 }
 
-impl Drop for Task {
+impl<S: Socket> Drop for Task<S> {
     fn drop(&mut self) {
         self.conn.mark_closed();
     }
 }
 
-/// Run an upgraded connection until it closes; `initial` are bytes read past the HTTP head.
-/// The open event is handed to the consumer here, before the future exists: an async fn keeps its
-/// arguments for its whole life, and `info` would then weigh on every idle connection.
-pub(crate) fn run(
-    conn: Arc<Conn>,
-    stream: Stream,
-    initial: Vec<u8>,
-    handler: Arc<dyn Handler>,
-    info: OpenInfo,
-) -> impl std::future::Future<Output = ()> {
-    handler.open(&conn, info);
-    handler.flush();
-    run_open(conn, stream, initial, handler)
-}
-
-async fn run_open(conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, handler: Arc<dyn Handler>) {
-    let behavior = conn.behavior.clone();
-    let mut task = Task {
-        reader: Reader::new(behavior.max_payload, behavior.max_fragments, conn.deflate.as_ref()),
-        conn: conn.clone(),
-        handler: handler.clone(),
-        rbuf: Vec::new(),
-        need: 0,
-        reading: true,
-        out: Taken::default(),
-        deflater: None,
-        want_write: false,
-        linger: false,
-        discard: false,
-        finish: None,
-        close_deadline: None,
-        last_rx: Instant::now(),
-        ping_sent: false,
-        stream,
-    };
-    let (code, reason) = task.main(initial).await;
-    // Close the socket (FIN) before telling the consumer; the fd is released with the task.
-    drop(task);
-    conn.stats.closed(code);
-    handler.close(&conn, code, &reason);
-    handler.flush();
-}
-
-impl Task {
-    async fn main(&mut self, initial: Vec<u8>) -> Outcome {
-        if !initial.is_empty() {
-            Stats::add(&self.conn.stats.wire_in, initial.len());
-            self.rbuf = initial;
-            let out = self.process_rbuf();
-            self.handler.flush();
-            if let Some(out) = out {
-                return out;
-            }
-        }
-        let sleep = tokio::time::sleep(Duration::from_secs(86_400));
-        tokio::pin!(sleep);
-        let mut armed: Option<Instant> = None;
-        loop {
-            let deadline = self.deadline();
-            if deadline != armed {
-                if let Some(d) = deadline {
-                    sleep.as_mut().reset(d);
-                }
-                armed = deadline;
-            }
-            let step = tokio::select! {
-                biased;
-                _ = self.conn.wake.notified() => self.on_control(),
-                // Nothing is read while the outbound queue is over its limit (bounded memory
-                // whatever the peer sends); `Conn::wrote` wakes us when it drains.
-                r = self.stream.readable(), if (self.reading && !self.conn.over_limit()) || self.discard => match r {
-                    Ok(()) => self.on_readable(),
-                    Err(_) => Some(abnormal()),
-                },
-                r = self.stream.writable(), if self.want_write => match r {
-                    Ok(()) => self.pump(),
-                    Err(_) => Some(abnormal()),
-                },
-                _ = &mut sleep, if armed.is_some() => {
-                    armed = None;
-                    self.on_timer()
-                }
-            };
-            if let Some(out) = step {
-                return out;
-            }
+impl<S: Socket> Task<S> {
+    /// The task of a connection whose open event went to the handler; the I/O driver then
+    /// calls [`Task::start`] with the bytes read past the HTTP head.
+    pub(crate) fn new(conn: Arc<Conn>, handler: Arc<dyn Handler>, stream: S) -> Task<S> {
+        Task {
+            reader: Reader::new(conn.behavior.max_payload, conn.behavior.max_fragments, conn.deflate.as_ref()),
+            conn,
+            handler,
+            rbuf: Vec::new(),
+            need: 0,
+            reading: true,
+            out: Taken::default(),
+            deflater: None,
+            want_write: false,
+            linger: false,
+            discard: false,
+            finish: None,
+            close_deadline: None,
+            last_rx: Instant::now(),
+            ping_sent: false,
+            stream,
         }
     }
 
-    fn deadline(&self) -> Option<Instant> {
+    /// Handle the bytes read past the HTTP head (frames the client sent right after it).
+    pub(crate) fn start(&mut self, initial: Vec<u8>) -> Option<Outcome> {
+        if initial.is_empty() {
+            return None;
+        }
+        Stats::add(&self.conn.stats.wire_in, initial.len());
+        self.rbuf = initial;
+        let out = self.process_rbuf();
+        self.handler.flush();
+        out
+    }
+
+    /// The connection is over: close the socket (FIN) before telling the consumer; the fd is
+    /// released with the task.
+    pub(crate) fn end(self, (code, reason): Outcome) {
+        let (conn, handler) = (self.conn.clone(), self.handler.clone());
+        drop(self);
+        conn.stats.closed(code);
+        handler.close(&conn, code, &reason);
+        handler.flush();
+    }
+
+    /// Whether the socket's input is wanted now: nothing is read while the outbound queue is
+    /// over its limit (bounded memory whatever the peer sends); `Conn::wrote` wakes the driver
+    /// when it drains.
+    pub(crate) fn wants_read(&self) -> bool {
+        (self.reading && !self.conn.over_limit()) || self.discard
+    }
+
+    /// Whether the JS thread asked for something (see [`Task::on_control`]).
+    pub(crate) fn asked(&self) -> bool {
+        self.conn.ctl.load(Acquire) != 0
+    }
+
+    pub(crate) fn socket(&self) -> &S {
+        &self.stream
+    }
+
+    /// Whether queued bytes wait for the socket to become writable.
+    pub(crate) fn wants_write(&self) -> bool {
+        self.want_write
+    }
+
+    pub(crate) fn deadline(&self) -> Option<Instant> {
         if let Some(d) = self.close_deadline {
             return Some(d);
         }
@@ -208,7 +206,7 @@ impl Task {
         }
     }
 
-    fn on_timer(&mut self) -> Option<Outcome> {
+    pub(crate) fn on_timer(&mut self) -> Option<Outcome> {
         let now = Instant::now();
         if let Some(d) = self.close_deadline {
             if now >= d {
@@ -233,7 +231,7 @@ impl Task {
         None
     }
 
-    fn on_control(&mut self) -> Option<Outcome> {
+    pub(crate) fn on_control(&mut self) -> Option<Outcome> {
         let bits = self.conn.ctl.swap(0, Acquire);
         if bits & CTL_CLOSE != 0 {
             return Some(abnormal());
@@ -264,7 +262,7 @@ impl Task {
         self.pump()
     }
 
-    fn on_readable(&mut self) -> Option<Outcome> {
+    pub(crate) fn on_readable(&mut self) -> Option<Outcome> {
         if self.discard {
             return SCRATCH.with(|cell| match read_once(&self.stream, &mut cell.borrow_mut()[..]) {
                 Ok(0) => Some(self.finish.take().unwrap_or_else(abnormal)),
@@ -416,7 +414,7 @@ impl Task {
     }
 
     /// Write what is queued until done or the kernel is full.
-    fn pump(&mut self) -> Option<Outcome> {
+    pub(crate) fn pump(&mut self) -> Option<Outcome> {
         loop {
             if self.out.wire.is_empty() {
                 match self.conn.take(&mut self.out) {
@@ -503,6 +501,8 @@ impl Task {
 }
 
 mod overflow;
+mod threaded;
+pub(crate) use threaded::run;
 
 #[cfg(test)]
 mod tests;

@@ -1,5 +1,7 @@
 //! The server driven over real sockets by an independent client implementation
 //! (fastwebsockets in the client role), with a pure-Rust echo handler: no Node involved.
+//! `DDP_TRANSPORT_NATIVE_IO=inline` runs every test with the inline driver (on a thread of the
+//! test's own, as a consumer's event loop would run it), else the threaded one.
 
 use fastwebsockets::{FragmentCollector, Frame, OpCode, Payload, Role, WebSocket};
 use native_ws::codec::{OP_BINARY, OP_TEXT};
@@ -32,9 +34,35 @@ impl Handler for Echo {
 fn start(behavior: Behavior) -> (Server, Arc<Echo>, u16) {
     let echo = Arc::new(Echo::default());
     let server = Server::new(1, echo.clone()).unwrap();
+    if std::env::var("DDP_TRANSPORT_NATIVE_IO").as_deref() == Ok("inline") {
+        drive_inline(&server);
+    }
     server.add_route("/*", behavior);
     let port = server.listen("127.0.0.1", 0, false).unwrap().port();
     (server, echo, port)
+}
+
+/// The inline driver's event loop: wait for its fd (or its next deadline), run a turn; until the
+/// server shuts down, at most 120 s.
+#[cfg(target_os = "linux")]
+fn drive_inline(server: &Server) {
+    let mut inline = server.serve_inline().unwrap();
+    std::thread::spawn(move || {
+        let until = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        let mut next = None;
+        while inline.is_open() && std::time::Instant::now() < until {
+            let wait = next.map_or(50, |d: std::time::Instant| d.saturating_duration_since(std::time::Instant::now()).as_millis().clamp(1, 50) as i32);
+            let mut pfd = libc::pollfd { fd: inline.fd(), events: libc::POLLIN, revents: 0 };
+            // SAFETY: one valid pollfd.
+            unsafe { libc::poll(&mut pfd, 1, wait) };
+            next = inline.turn();
+        }
+    });
+}
+
+#[cfg(not(target_os = "linux"))]
+fn drive_inline(_server: &Server) {
+    panic!("the inline driver is Linux-only");
 }
 
 async fn upgrade(port: u16, extra: &str) -> (TcpStream, String) {

@@ -3,7 +3,7 @@
 //! "backpressure limit" and FIN; the wait for the peer's close is bounded by CLOSE_WAIT, so a
 //! slow reader cannot hold the socket.
 
-use super::{Outcome, Task};
+use super::{Outcome, Socket, Task};
 use crate::codec;
 use crate::config::CLOSE_WAIT;
 use tokio::time::Instant;
@@ -11,7 +11,7 @@ use tokio::time::Instant;
 /// Reason of the close frame sent when a socket is closed for backpressure.
 pub(crate) const BACKPRESSURE_REASON: &str = "backpressure limit";
 
-impl Task {
+impl<S: Socket> Task<S> {
     pub(super) fn overflow(&mut self) -> Option<Outcome> {
         let rest = self.conn.overflow_rest();
         if self.out.wire.is_empty() {

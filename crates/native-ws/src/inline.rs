@@ -1,0 +1,358 @@
+//! The inline driver: upgraded connections served on the consumer's own thread, in the wakeup of
+//! its event loop that found them ready (uWebSockets.js's model). The I/O threads still accept,
+//! read the HTTP head, admit and answer the upgrade; after the 101 they hand the socket over
+//! ([`hand_over`]). From then on one epoll instance of ours ([`Inline::fd`]) holds every inline
+//! socket; the consumer watches that one fd in its own event loop (Node: a libuv poll handle) and
+//! calls [`Inline::turn`] when it is readable and when the deadline `turn` returned has passed. A
+//! turn reads each ready socket once (at most one read buffer), runs the frames through the same
+//! state machine as the threaded driver ([`crate::task`]), writes what the socket can take and
+//! fires the deadlines due: a message reaches the handler without crossing threads, and the
+//! handler (the JS bridge) delivers it in the same wakeup.
+//!
+//! A socket that had more to read than one buffer is served again on the next turn, which the
+//! driver asks for by waking its own fd: one socket cannot keep the others (or the consumer's
+//! timers) waiting. Anything that needs a connection's attention from elsewhere (a send that
+//! found the kernel full, `end`, `close`, a shorter idle timeout, the I/O threads' hand-over) goes
+//! through the driver's [`Signal`], which wakes the same fd.
+//!
+//! Connections that negotiated permessage-deflate stay with the threaded driver (see
+//! [`hand_over`]): their compression and inflation then run beside the consumer's thread.
+
+use crate::codec;
+use crate::conn::Conn;
+use crate::handler::{Handler, OpenInfo};
+use crate::stream::{RawSock, Stream};
+use crate::task::{Outcome, Socket, Task};
+use mio::unix::SourceFd;
+use mio::{Events, Poll, Token, Waker};
+use std::cell::Cell;
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::io;
+use std::os::fd::{AsRawFd, OwnedFd, RawFd};
+use std::sync::atomic::{AtomicBool, Ordering::{AcqRel, Acquire, Release}};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::Interest;
+use tokio::time::Instant;
+
+/// The token of the driver's own wakeups (connection tokens are their ids).
+const WAKER: Token = Token(usize::MAX);
+/// Readiness events taken from the kernel per call.
+const EVENTS: usize = 1024;
+
+/// A connection whose upgrade was answered, on its way to the driver.
+struct Adopted {
+    conn: Arc<Conn>,
+    fd: OwnedFd,
+    initial: Vec<u8>,
+    info: OpenInfo,
+}
+
+/// The driver's mailbox: connections handed over and connections that need attention, from any
+/// thread; the first entry since the last turn wakes the driver's fd.
+pub struct Signal {
+    adopted: Mutex<Vec<Adopted>>,
+    raised: Mutex<Vec<u32>>,
+    pending: AtomicBool,
+    closed: AtomicBool,
+    waker: Waker,
+}
+
+impl Signal {
+    /// `id`'s connection needs the driver (its control bits, or reading may resume).
+    pub(crate) fn raise(&self, id: u32) {
+        self.raised.lock().unwrap().push(id);
+        self.wake();
+    }
+
+    /// The server shut down: connections handed over from now on are closed; the driver's next
+    /// turn drops the ones it serves.
+    pub(crate) fn close(&self) {
+        self.closed.store(true, Release);
+        self.wake();
+    }
+
+    fn wake(&self) {
+        if !self.pending.swap(true, AcqRel) {
+            let _ = self.waker.wake();
+        }
+    }
+}
+
+/// Hand an upgraded connection to the inline driver (I/O thread, right after the 101). The
+/// consumer hears of it (its open event) from the driver's thread.
+pub(crate) fn hand_over(signal: &Arc<Signal>, conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, info: OpenInfo, handler: &Arc<dyn Handler>) {
+    match stream.into_fd() {
+        Ok(fd) if !signal.closed.load(Acquire) => {
+            let _ = conn.inline.set(signal.clone());
+            signal.adopted.lock().unwrap().push(Adopted { conn, fd, initial, info });
+            signal.wake();
+        }
+        // The socket could not leave the I/O thread's poller (or the driver is gone): the
+        // connection is over before it started, and the consumer hears both ends of it.
+        _ => {
+            handler.open(&conn, info);
+            conn.stats.closed(codec::CLOSE_ABNORMAL);
+            handler.close(&conn, codec::CLOSE_ABNORMAL, "");
+            handler.flush();
+        }
+    }
+}
+
+/// An inline connection's socket and the readiness the kernel reported for it (edge-triggered:
+/// set by an event, cleared when a syscall would block, as tokio keeps it).
+pub(crate) struct Sock {
+    fd: OwnedFd,
+    readable: Cell<bool>,
+    writable: Cell<bool>,
+}
+
+impl Socket for Sock {
+    fn raw(&self) -> RawSock {
+        self.fd.as_raw_fd()
+    }
+
+    fn try_io(&self, interest: Interest, op: impl FnOnce() -> io::Result<usize>) -> io::Result<usize> {
+        let r = op();
+        if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
+            if interest.is_readable() {
+                self.readable.set(false);
+            } else {
+                self.writable.set(false);
+            }
+        }
+        r
+    }
+}
+
+struct Slot {
+    task: Task<Sock>,
+    /// the deadline a timer entry is queued for (entries for other instants are stale)
+    armed: Option<Instant>,
+    /// in this turn's (or the next turn's) list of connections to serve
+    queued: bool,
+}
+
+/// The inline driver (see the module doc). Lives on the consumer's thread.
+pub struct Inline {
+    poll: Poll,
+    events: Events,
+    signal: Arc<Signal>,
+    handler: Arc<dyn Handler>,
+    /// by connection id (small integers, see `server::ids`)
+    slots: Vec<Option<Box<Slot>>>,
+    timers: BinaryHeap<Reverse<(Instant, u32)>>,
+    ready: Vec<u32>,
+    /// connections with more to read, served on the next turn
+    again: Vec<u32>,
+}
+
+impl Inline {
+    pub(crate) fn new(handler: Arc<dyn Handler>) -> io::Result<Inline> {
+        let poll = Poll::new()?;
+        let waker = Waker::new(poll.registry(), WAKER)?;
+        Ok(Inline {
+            poll,
+            events: Events::with_capacity(EVENTS),
+            signal: Arc::new(Signal {
+                adopted: Mutex::new(Vec::new()),
+                raised: Mutex::new(Vec::new()),
+                pending: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                waker,
+            }),
+            handler,
+            slots: Vec::new(),
+            timers: BinaryHeap::new(),
+            ready: Vec::new(),
+            again: Vec::new(),
+        })
+    }
+
+    pub(crate) fn signal(&self) -> Arc<Signal> {
+        self.signal.clone()
+    }
+
+    /// The fd to watch for readability: when it is readable, call [`Inline::turn`].
+    pub fn fd(&self) -> RawFd {
+        self.poll.as_raw_fd()
+    }
+
+    /// False once the server shut down (the consumer may stop watching the fd).
+    pub fn is_open(&self) -> bool {
+        !self.signal.closed.load(Acquire)
+    }
+
+    /// Connections the driver serves.
+    pub fn connections(&self) -> usize {
+        self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Serve everything ready now (never waits). Returns when the driver next needs a turn
+    /// without its fd becoming readable: the earliest deadline (idle timeout, ping, close wait).
+    pub fn turn(&mut self) -> Option<std::time::Instant> {
+        match self.poll.poll(&mut self.events, Some(Duration::ZERO)) {
+            Ok(()) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => self.events.clear(),
+        }
+        let mut ready = std::mem::take(&mut self.ready);
+        ready.append(&mut self.again);
+        for ev in self.events.iter() {
+            if ev.token() == WAKER {
+                continue;
+            }
+            let id = ev.token().0 as u32;
+            let Some(slot) = slot_mut(&mut self.slots, id) else { continue };
+            let sock = slot.task.socket();
+            if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
+                sock.readable.set(true);
+            }
+            if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
+                sock.writable.set(true);
+            }
+            if !std::mem::replace(&mut slot.queued, true) {
+                ready.push(id);
+            }
+        }
+        if !self.is_open() {
+            self.shutdown();
+            return None;
+        }
+        if self.signal.pending.swap(false, AcqRel) {
+            let adopted = std::mem::take(&mut *self.signal.adopted.lock().unwrap());
+            for a in adopted {
+                self.adopt(a, &mut ready);
+            }
+            let raised = std::mem::take(&mut *self.signal.raised.lock().unwrap());
+            for id in raised {
+                if let Some(slot) = slot_mut(&mut self.slots, id) {
+                    if !std::mem::replace(&mut slot.queued, true) {
+                        ready.push(id);
+                    }
+                }
+            }
+        }
+        for &id in &ready {
+            self.step(id);
+        }
+        ready.clear();
+        self.ready = ready;
+        self.fire_timers();
+        if !self.again.is_empty() {
+            self.signal.wake();
+        }
+        self.timers.peek().map(|Reverse((t, _))| t.into_std())
+    }
+
+    /// Drop every connection now (sockets closed, no close events), as the threaded driver's
+    /// runtime shutdown does; connections handed over later are closed as they arrive.
+    pub fn shutdown(&mut self) {
+        self.signal.close();
+        self.signal.adopted.lock().unwrap().clear();
+        self.slots.clear();
+        self.timers.clear();
+        self.again.clear();
+    }
+
+    /// A connection handed over: the consumer's open event, then its first bytes.
+    fn adopt(&mut self, a: Adopted, ready: &mut Vec<u32>) {
+        let Adopted { conn, fd, initial, info } = a;
+        let id = conn.id;
+        self.handler.open(&conn, info);
+        let sock = Sock { fd, readable: Cell::new(false), writable: Cell::new(false) };
+        let raw = sock.fd.as_raw_fd();
+        let mut task = Task::new(conn, self.handler.clone(), sock);
+        let both = mio::Interest::READABLE | mio::Interest::WRITABLE;
+        if self.poll.registry().register(&mut SourceFd(&raw), Token(id as usize), both).is_err() {
+            task.end(crate::task::abnormal());
+            return;
+        }
+        if let Some(out) = task.start(initial) {
+            let _ = self.poll.registry().deregister(&mut SourceFd(&raw));
+            task.end(out);
+            return;
+        }
+        let i = id as usize;
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
+        }
+        self.slots[i] = Some(Box::new(Slot { task, armed: None, queued: true }));
+        ready.push(id);
+    }
+
+    /// Serve one connection: what was asked of it, its input, its output (the threaded
+    /// driver's order), then re-arm its deadline.
+    fn step(&mut self, id: u32) {
+        let Some(slot) = slot_mut(&mut self.slots, id) else { return };
+        slot.queued = false;
+        let task = &mut slot.task;
+        let mut out = None;
+        if task.asked() {
+            out = task.on_control();
+        }
+        if out.is_none() && task.wants_read() && task.socket().readable.get() {
+            out = task.on_readable();
+            if out.is_none() && task.wants_read() && task.socket().readable.get() {
+                slot.queued = true;
+                self.again.push(id);
+            }
+        }
+        if out.is_none() && task.wants_write() && task.socket().writable.get() {
+            out = task.pump();
+        }
+        match out {
+            Some(out) => self.finish(id, out),
+            None => self.arm(id),
+        }
+    }
+
+    fn arm(&mut self, id: u32) {
+        let Some(slot) = slot_mut(&mut self.slots, id) else { return };
+        if let Some(d) = slot.task.deadline() {
+            if slot.armed.is_none_or(|a| d < a) {
+                slot.armed = Some(d);
+                self.timers.push(Reverse((d, id)));
+            }
+        }
+    }
+
+    fn fire_timers(&mut self) {
+        let now = Instant::now();
+        while let Some(&Reverse((t, id))) = self.timers.peek() {
+            if t > now {
+                break;
+            }
+            self.timers.pop();
+            let Some(slot) = slot_mut(&mut self.slots, id) else { continue };
+            if slot.armed != Some(t) {
+                continue; // stale: a later deadline replaced it
+            }
+            slot.armed = None;
+            match slot.task.on_timer() {
+                Some(out) => self.finish(id, out),
+                None => self.arm(id),
+            }
+        }
+    }
+
+    fn finish(&mut self, id: u32, out: Outcome) {
+        let Some(slot) = self.slots.get_mut(id as usize).and_then(Option::take) else { return };
+        let _ = self.poll.registry().deregister(&mut SourceFd(&slot.task.socket().raw()));
+        slot.task.end(out);
+    }
+}
+
+fn slot_mut(slots: &mut [Option<Box<Slot>>], id: u32) -> Option<&mut Slot> {
+    slots.get_mut(id as usize).and_then(|s| s.as_deref_mut())
+}
+
+impl Drop for Inline {
+    fn drop(&mut self) {
+        self.shutdown();
+    }
+}
+
+#[cfg(test)]
+mod tests;
