@@ -112,7 +112,8 @@ test('JS lagging: admitted sockets whose open event waits hold new upgrades unti
 
 test('JS stuck longer than the hold: the held upgrades are answered 503 with Retry-After, the admitted ones open', T, async (t) => {
   const s = scope(t);
-  const { app, port } = await s.app({ message: (ws, d) => ws.send(d) }, {
+  let opened = 0;
+  const { app, port } = await s.app({ open: () => opened++, message: (ws, d) => ws.send(d) }, {
     appOptions: { admission: { upgradesPerSecond: 0, maxPendingOpens: 2, maxLagMs: 0, holdMs: 200, retryAfterSeconds: 3 } },
   });
   const sockets = await Promise.all(Array.from({ length: 5 }, () => connectSocket(port)));
@@ -124,7 +125,9 @@ test('JS stuck longer than the hold: the held upgrades are answered 503 with Ret
   const statuses = heads.map((h) => h.status).sort();
   assert.deepEqual(statuses, [101, 101, 503, 503, 503]);
   assert.ok(heads.filter((h) => h.status === 503).every((h) => h.headers['retry-after'] === '3'));
-  await waitFor(() => app.stats().connections === 2, { label: 'two open' });
+  // the open handlers ran (JS took both sockets' first event)
+  await waitFor(() => opened === 2, { label: 'two open' });
+  assert.equal(app.stats().connections, 2);
   assert.deepEqual({ ...app.stats().admission, deferred: undefined }, { on: true, admitted: 2, deferred: undefined, refused: 3, waiting: 0 });
 });
 

@@ -2,7 +2,10 @@
 // The two test commands, from one list (ONLY_IN_ALL below):
 //   npm test           the fast loop: build the addon when needed (scripts/ensure-built.js), cargo's
 //                      tests, then every node:test suite under __test__/ except ONLY_IN_ALL's
-//   npm run test:all   (this script with --all) the same with every suite: what .ci/run runs
+//   npm run test:all   (this script with --all) the same with every suite, in both I/O modes
+//                      (DDP_TRANSPORT_NATIVE_IO=inline, then =threads): what .ci/run runs
+// npm test runs the suites in the mode DDP_TRANSPORT_NATIVE_IO names (default: the apps' default,
+// inline). cargo's tests run the server's socket tests with both drivers either way.
 // Other arguments go to `node --test` (e.g. --test-reporter=tap).
 
 const fs = require('node:fs');
@@ -36,8 +39,8 @@ function suites(all) {
   return all ? found : found.filter((f) => !(f in ONLY_IN_ALL));
 }
 
-function run(cmd, args) {
-  const r = spawnSync(cmd, args, { cwd: ROOT, stdio: 'inherit' });
+function run(cmd, args, env = {}) {
+  const r = spawnSync(cmd, args, { cwd: ROOT, stdio: 'inherit', env: { ...process.env, ...env } });
   if (r.error) throw r.error;
   if (r.status !== 0) process.exit(r.status === null ? 1 : r.status);
 }
@@ -51,4 +54,10 @@ if (!all) {
 }
 run(process.execPath, [path.join(__dirname, 'ensure-built.js')]);
 run('cargo', ['test', '--workspace', '--release']);
-run(process.execPath, ['--test', ...args.filter((a) => a !== '--all'), ...files.map((f) => path.join('__test__', f))]);
+run('cargo', ['test', '--release', '-p', 'native-ws', '--test', 'server'], { DDP_TRANSPORT_NATIVE_IO: 'inline' });
+const modes = all ? ['inline', 'threads'] : [process.env.DDP_TRANSPORT_NATIVE_IO || 'inline'];
+for (const mode of modes) {
+  console.error(`node:test suites, I/O mode ${mode} (DDP_TRANSPORT_NATIVE_IO=${mode})`);
+  run(process.execPath, ['--test', ...args.filter((a) => a !== '--all'), ...files.map((f) => path.join('__test__', f))],
+    { DDP_TRANSPORT_NATIVE_IO: mode });
+}

@@ -85,7 +85,9 @@ unsafe fn free_handle(uv: &Uv, h: Handle, kind: c_int) {
 }
 
 /// The inline driver in Node's event loop (JS thread only). Heap-allocated at a fixed address:
-/// both handles point to it. Freed when libuv has closed both (see [`InlineHost::stop`]).
+/// both handles point to it. Stopped by the app's `close`, its finalizer or the environment's
+/// teardown, whichever comes first ([`InlineHost::stop`]); freed once libuv has closed both
+/// handles and the app let go of it ([`InlineHost::release`]).
 pub struct InlineHost {
     env: sys::napi_env,
     driver: RefCell<Option<Inline>>,
@@ -99,6 +101,9 @@ pub struct InlineHost {
     open_handles: std::cell::Cell<u8>,
     /// stopped by the environment's teardown: its references go with it
     env_gone: std::cell::Cell<bool>,
+    stopped: std::cell::Cell<bool>,
+    /// the app no longer holds the host
+    released: std::cell::Cell<bool>,
 }
 
 impl InlineHost {
@@ -124,6 +129,8 @@ impl InlineHost {
             context,
             open_handles: std::cell::Cell::new(2),
             env_gone: std::cell::Cell::new(false),
+            stopped: std::cell::Cell::new(false),
+            released: std::cell::Cell::new(false),
         }));
         // SAFETY: fresh handles on the JS thread's loop; `host` outlives them (freed in on_close).
         unsafe {
@@ -138,6 +145,7 @@ impl InlineHost {
                 // The server already hands connections to the driver: it must run. Stop it and
                 // say so (the app is unusable, as with any failed setup).
                 InlineHost::stop(host);
+                InlineHost::release(host);
                 return None;
             }
             sys::napi_add_env_cleanup_hook(env, Some(cleanup), host as *mut c_void);
@@ -145,14 +153,17 @@ impl InlineHost {
         Some(host)
     }
 
-    /// Drop the driver's connections and close the handles (JS thread); the host is freed once
-    /// libuv has closed them.
+    /// Drop the driver's connections and close the handles (JS thread). Once is enough: later
+    /// calls do nothing.
     ///
     /// # Safety
-    /// `host` came from [`InlineHost::start`] and is stopped once.
+    /// `host` came from [`InlineHost::start`] and was not released.
     pub unsafe fn stop(host: *mut InlineHost) {
         let uv = uv().expect("resolved at start");
         let h = &*host;
+        if h.stopped.replace(true) {
+            return;
+        }
         sys::napi_remove_env_cleanup_hook(h.env, Some(cleanup), host as *mut c_void);
         if let Some(mut d) = h.driver.borrow_mut().take() {
             d.shutdown();
@@ -160,6 +171,18 @@ impl InlineHost {
         (uv.timer_stop)(h.timer);
         (uv.close)(h.poll, on_close);
         (uv.close)(h.timer, on_close);
+    }
+
+    /// The app lets go of the host (after [`InlineHost::stop`]): freed now if libuv is done with
+    /// its handles, else when it is.
+    ///
+    /// # Safety
+    /// `host` came from [`InlineHost::start`], was stopped, and is released once.
+    pub unsafe fn release(host: *mut InlineHost) {
+        (*host).released.set(true);
+        if (*host).open_handles.get() == 0 {
+            free_host(host);
+        }
     }
 
     /// One turn: the driver's, then the bridge's delivery, in a callback scope.
@@ -245,12 +268,16 @@ unsafe extern "C" fn on_close(h: Handle) {
     free_handle(uv, h, kind);
     let left = (*host).open_handles.get() - 1;
     (*host).open_handles.set(left);
-    if left == 0 {
-        let host = Box::from_raw(host);
-        if !host.env_gone.get() {
-            sys::napi_delete_reference(host.env, host.resource);
-            sys::napi_async_destroy(host.env, host.context);
-        }
+    if left == 0 && (*host).released.get() {
+        free_host(host);
+    }
+}
+
+unsafe fn free_host(host: *mut InlineHost) {
+    let host = Box::from_raw(host);
+    if !host.env_gone.get() {
+        sys::napi_delete_reference(host.env, host.resource);
+        sys::napi_async_destroy(host.env, host.context);
     }
 }
 

@@ -408,7 +408,10 @@ impl NativeApp {
         #[cfg(target_os = "linux")]
         if let Some(host) = self.inline.take() {
             // SAFETY: JS thread; the host came from start and leaves `inline` here, once.
-            unsafe { inline::InlineHost::stop(host) };
+            unsafe {
+                inline::InlineHost::stop(host);
+                inline::InlineHost::release(host);
+            }
         }
         self.bridge.release(env.raw());
     }
@@ -423,7 +426,10 @@ impl Drop for NativeApp {
                 server.shutdown();
             }
             // SAFETY: JS thread (finalizer); the host came from start and leaves `inline` here.
-            unsafe { inline::InlineHost::stop(host) };
+            unsafe {
+                inline::InlineHost::stop(host);
+                inline::InlineHost::release(host);
+            }
         }
     }
 }

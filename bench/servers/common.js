@@ -251,7 +251,8 @@ class ShimSocket extends EventEmitter {
  *  `handlers` (open, message, close), listening on the bench port; exits as exitRules says. */
 function serveNative(handlers) {
   const { App } = require(pkgArg());
-  const app = App(process.env.BENCH_ADMISSION === '0' ? { threads: 1, admission: false } : { threads: 1 });
+  // The default I/O mode (DDP_TRANSPORT_NATIVE_IO, set by the *-threads rows, chooses another).
+  const app = App(process.env.BENCH_ADMISSION === '0' ? { admission: false } : {});
   app.ws('/*', {
     compression: COMPRESS ? { ...METEOR_DEFLATE } : false,
     maxPayloadLength: MAX_PAYLOAD,

@@ -1,5 +1,5 @@
 'use strict';
-// ddp-transport-native's own listener: App({threads:1}).ws('/*') with a thin Meteor-contract shim to
+// ddp-transport-native's own listener: App().ws('/*') with a thin Meteor-contract shim to
 // the DDP server (the uWS-shaped API used directly, no Meteor adapter).
 // BENCH_ADMISSION=0: admission control off (the storm workload's "without" column).
 const { loadDdp, ShimSocket, serveNative } = require('./common');

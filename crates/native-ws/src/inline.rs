@@ -106,6 +106,10 @@ pub(crate) struct Sock {
     fd: OwnedFd,
     readable: Cell<bool>,
     writable: Cell<bool>,
+    /// the peer shut down or reset the connection: that state lasts and brings no new event, so
+    /// reading goes on until the read says so (a short read no longer means "drained": the data
+    /// and the hang-up can come in one event)
+    hung_up: Cell<bool>,
 }
 
 impl Socket for Sock {
@@ -117,7 +121,7 @@ impl Socket for Sock {
         let r = op();
         if matches!(&r, Err(e) if e.kind() == io::ErrorKind::WouldBlock) {
             if interest.is_readable() {
-                self.readable.set(false);
+                self.readable.set(self.hung_up.get());
             } else {
                 self.writable.set(false);
             }
@@ -209,6 +213,9 @@ impl Inline {
             if ev.is_readable() || ev.is_read_closed() || ev.is_error() {
                 sock.readable.set(true);
             }
+            if ev.is_read_closed() || ev.is_error() {
+                sock.hung_up.set(true);
+            }
             if ev.is_writable() || ev.is_write_closed() || ev.is_error() {
                 sock.writable.set(true);
             }
@@ -240,6 +247,9 @@ impl Inline {
         ready.clear();
         self.ready = ready;
         self.fire_timers();
+        // Events not followed by a flush of their own (an open without bytes yet) reach the
+        // handler's queue with the turn.
+        self.handler.flush();
         if !self.again.is_empty() {
             self.signal.wake();
         }
@@ -261,7 +271,7 @@ impl Inline {
         let Adopted { conn, fd, initial, info } = a;
         let id = conn.id;
         self.handler.open(&conn, info);
-        let sock = Sock { fd, readable: Cell::new(false), writable: Cell::new(false) };
+        let sock = Sock { fd, readable: Cell::new(false), writable: Cell::new(false), hung_up: Cell::new(false) };
         let raw = sock.fd.as_raw_fd();
         let mut task = Task::new(conn, self.handler.clone(), sock);
         let both = mio::Interest::READABLE | mio::Interest::WRITABLE;
