@@ -444,19 +444,20 @@ describe('settings', () => {
     setupThrows({ threads: 17 }, /threads.*1\.\.16/);
     setupThrows({ threads: 2.5 }, /threads/);
     setupThrows({ drainOnSigterm: 'yes' }, /ddp-server\.native\.drainOnSigterm must be true or false, got "yes"/);
+    setupThrows({ io: 'fast' }, /ddp-server\.native\.io must be 'inline' or 'threads', got "fast"/);
     setupThrows('fast', /ddp-server\.native must be an object/);
   });
 
   test('unknown keys throw, naming the valid keys', T, () => {
-    setupThrows({ port: 5001 }, /unknown key "port"; valid keys: payloadLength, timeout, maxBackpressure, threads, drainOnSigterm/);
+    setupThrows({ port: 5001 }, /unknown key "port"; valid keys: payloadLength, timeout, maxBackpressure, threads, io, drainOnSigterm/);
   });
 
   test('validateSettings fills in the defaults', T, () => {
     assert.deepEqual(validateSettings(undefined), {
-      payloadLength: 16384, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 1, drainOnSigterm: false, admission: true, proxyProtocol: false,
+      payloadLength: 16384, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: null, io: null, drainOnSigterm: false, admission: true, proxyProtocol: false,
     });
     assert.deepEqual(validateSettings({ payloadLength: 48, threads: 2, drainOnSigterm: true }), {
-      payloadLength: 48, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 2, drainOnSigterm: true, admission: true, proxyProtocol: false,
+      payloadLength: 48, timeout: 0, maxBackpressure: 16 * 1024 * 1024, threads: 2, io: null, drainOnSigterm: true, admission: true, proxyProtocol: false,
     });
   });
 

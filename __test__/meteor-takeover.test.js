@@ -108,7 +108,11 @@ for (const line of ['3.4', '3.5']) {
     test('serving; one startup line; browsers told to open a raw WebSocket', T, () => {
       assert.equal(status.state, 'serving');
       assert.equal(log.lines.length, 1, log.lines.join('\n'));
-      assert.match(log.lines[0], /^info ddp-transport-native: native serves \/websocket on the app's own port \(permessage-deflate \(threshold 1024 B, level 1\), payloadLength 16384 KiB, maxBackpressure 16777216 B, threads 1\); SockJS stays at \/sockjs\. Off: DDP_TRANSPORT_NATIVE=0\.$/);
+      // the I/O mode the app runs: the default (inline on Linux), or the one the test run names
+      const io = process.env.DDP_TRANSPORT_NATIVE_IO || (process.platform === 'linux' ? 'inline' : 'threads');
+      assert.equal(log.lines[0], "info ddp-transport-native: native serves /websocket on the app's own port (permessage-deflate " +
+        `(threshold 1024 B, level 1), payloadLength 16384 KiB, maxBackpressure 16777216 B, io ${io}); SockJS stays at /sockjs. ` +
+        'Off: DDP_TRANSPORT_NATIVE=0.');
       assert.equal(m.runtimeConfig.DISABLE_SOCKJS, true);
       assert.equal(m.runtimeConfig.DDP_TRANSPORT, 'native');
     });
@@ -210,8 +214,11 @@ describe('settings, prefix and the one owner', () => {
     const status = takeOver(m.ctx({ logger: log }));
     await m.listen();
     assert.equal(status.state, 'serving');
-    assert.deepEqual(status.transport._settings, { ...settings, timeout: 0, drainOnSigterm: false, admission: true, proxyProtocol: false });
-    assert.match(log.lines[0], /native serves \/app\/websocket .*payloadLength 64 KiB, maxBackpressure 1048576 B, threads 2\); SockJS stays at \/app\/sockjs/);
+    assert.deepEqual(status.transport._settings, { ...settings, io: null, timeout: 0, drainOnSigterm: false, admission: true, proxyProtocol: false });
+    // `threads` set: the threaded I/O mode, unless the test run names one
+    const io = process.env.DDP_TRANSPORT_NATIVE_IO || 'threads';
+    assert.ok(log.lines[0].includes(`/app/websocket on the app's own port (permessage-deflate (threshold 1024 B, level 1), payloadLength 64 KiB, ` +
+      `maxBackpressure 1048576 B, io ${io}, threads 2); SockJS stays at /app/sockjs`), log.lines[0]);
     const { socket } = await ddpOverWs(m, '/app/websocket');
     assert.ok(isNative(socket));
     assert.equal((await httpGet(m.port, '/app/sockjs/info')).status, 200);
@@ -222,7 +229,7 @@ describe('settings, prefix and the one owner', () => {
     const m = make({ line: '3.4' });
     const upgrade = m.httpServer.listeners('upgrade');
     for (const [value, re] of [
-      [{ port: 5001 }, /Meteor\.settings\.packages\["ddp-transport-native"\] has an unknown key "port"; valid keys: payloadLength, timeout, maxBackpressure, threads, drainOnSigterm, admission, proxyProtocol, enabled/],
+      [{ port: 5001 }, /Meteor\.settings\.packages\["ddp-transport-native"\] has an unknown key "port"; valid keys: payloadLength, timeout, maxBackpressure, threads, io, drainOnSigterm, admission, proxyProtocol, enabled/],
       [{ admission: { nope: 1 } }, /Meteor\.settings\.packages\["ddp-transport-native"\]\.admission/],
       [{ threads: 0 }, /Meteor\.settings\.packages\["ddp-transport-native"\]\.threads must be an integer 1\.\.16, got 0/],
       [{ enabled: 'no' }, /\.enabled must be true or false/],

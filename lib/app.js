@@ -9,6 +9,11 @@ const { WebSocket, headerObject, batchHandlers } = require('./websocket');
 const { attach, detach } = require('./attach');
 const M = require('./metrics');
 
+// Bun and Deno implement N-API but not the libuv loop the inline mode watches its fd with: Bun's
+// uv_poll_init panics ("unsupported uv function"), Deno's loop never calls the poll handle back.
+// There the app runs the threaded mode.
+const INLINE_RUNTIME = !process.versions.bun && typeof globalThis.Deno === 'undefined';
+
 function rethrow(err) {
   throw err;
 }
@@ -44,7 +49,7 @@ class TemplatedApp {
       this._epochQueued = false;
       this._epoch++;
     };
-    this._native = new native.NativeApp(threads, io === 'inline', (...batch) => {
+    this._native = new native.NativeApp(threads, io === 'inline' && INLINE_RUNTIME, (...batch) => {
       if (batch.length === 0) {
         setImmediate(this._settleFn);
         return true;

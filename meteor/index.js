@@ -269,7 +269,12 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   setUpPaths.set(httpServer, taken);
 
   const events = new EventEmitter();
-  const app = core.App({ threads: settings.threads, admission: settings.admission, proxyProtocol: settings.proxyProtocol });
+  const app = core.App({
+    ...(settings.threads !== null && { threads: settings.threads }),
+    ...(settings.io !== null && { io: settings.io }),
+    admission: settings.admission,
+    proxyProtocol: settings.proxyProtocol,
+  });
   const transportState = { _logger: logger, _maxBackpressure: settings.maxBackpressure };
   const fallbackTimeoutMs = Math.round(settings.timeout * 1000);
 
@@ -310,6 +315,7 @@ function setupNative(httpServer, pathPrefix, options, opts) {
   Object.defineProperty(events, '_app', { value: app, enumerable: false });
   Object.defineProperty(events, '_settings', { value: settings, enumerable: false });
   Object.defineProperty(events, '_compression', { value: compression, enumerable: false });
+  Object.defineProperty(events, '_ioMode', { value: app.ioMode, enumerable: false });
   // The same metrics as the main API: Prometheus text, and OpenTelemetry instruments on a meter.
   Object.defineProperty(events, 'metrics', { value: (o) => app.metrics(o), enumerable: false });
   Object.defineProperty(events, 'registerOpenTelemetry', { value: (meter, o) => app.registerOpenTelemetry(meter, o), enumerable: false });

@@ -30,6 +30,8 @@ const SETTING_KEYS = Object.freeze({
     valid: 'a positive integer number of bytes (at most 2^40)',
   },
   threads: { check: (v) => isInt(v, 1, 16), valid: 'an integer 1..16' },
+  // the core's I/O mode (App({ io })): 'inline' (sockets read on the JS thread) or 'threads'
+  io: { check: (v) => v === 'inline' || v === 'threads', valid: "'inline' or 'threads'" },
   drainOnSigterm: { check: (v) => typeof v === 'boolean', valid: 'true or false' },
   // admission control (App({ admission })): the object's own keys are checked by the core's
   // admissionOptions when the transport is set up (checkAdmission in index.js)
@@ -43,7 +45,8 @@ const SETTING_DEFAULTS = Object.freeze({
   payloadLength: 16384, // KiB = 16 MiB
   timeout: 0, // s; fallback idle timeout for sockets whose user never calls setWebsocketTimeout
   maxBackpressure: 16 * MIB,
-  threads: 1,
+  threads: null, // the core's: 1 (set: that many I/O threads own the sockets, io 'threads')
+  io: null, // the core's default: DDP_TRANSPORT_NATIVE_IO, else 'threads' with `threads` set, else 'inline'
   drainOnSigterm: false,
   admission: true, // the core's defaults (on)
   proxyProtocol: false, // true: every connection to the app's port opens with a PROXY header

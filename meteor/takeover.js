@@ -179,7 +179,9 @@ function takeOver(ctx) {
   const prefix = runtimeConfig.ROOT_URL_PATH_PREFIX || '';
   let transport;
   try {
-    transport = meteor.createNativeTransport({ settings, logger }).setup(WebApp.httpServer, prefix, {});
+    // (the settings left to the core's defaults, null here, are left out: the adapter fills them)
+    const given = Object.fromEntries(Object.entries(settings).filter(([, v]) => v !== null));
+    transport = meteor.createNativeTransport({ settings: given, logger }).setup(WebApp.httpServer, prefix, {});
   } catch (e) {
     warn(`could not attach to WebApp.httpServer (${e && e.message}); ${served}.`);
     return done('unavailable', String(e && e.message));
@@ -197,7 +199,8 @@ function takeOver(ctx) {
   Object.defineProperty(ss, OWNER, { value: status, enumerable: false, configurable: true });
   info(`native serves ${prefix}/websocket on the app's own port (${describeCompression(transport._compression)}, ` +
     `payloadLength ${settings.payloadLength} KiB, maxBackpressure ${settings.maxBackpressure} B, ` +
-    `threads ${settings.threads}${settings.drainOnSigterm ? ', drain on SIGTERM' : ''}` +
+    `io ${transport._ioMode}${settings.threads !== null ? `, threads ${settings.threads}` : ''}` +
+    `${settings.drainOnSigterm ? ', drain on SIGTERM' : ''}` +
     `${settings.proxyProtocol ? ', PROXY protocol required' : ''}); ` +
     `SockJS stays at ${prefix}/sockjs. Off: ${SWITCH_VARIABLE}=0.`);
   return status;

@@ -46,24 +46,30 @@ struct Uv {
 fn uv() -> Option<&'static Uv> {
     static UV: OnceLock<Option<Uv>> = OnceLock::new();
     UV.get_or_init(|| {
-        fn sym(name: &CStr) -> Option<*mut c_void> {
+        /// The function `name` of the process as `F` (a function pointer type).
+        ///
+        /// # Safety
+        /// `F` must be the C signature of the function of that name.
+        unsafe fn sym<F: Copy>(name: &CStr) -> Option<F> {
+            assert_eq!(std::mem::size_of::<F>(), std::mem::size_of::<*mut c_void>());
             // SAFETY: dlsym with a NUL-terminated name; RTLD_DEFAULT searches the process.
             let p = unsafe { libc::dlsym(libc::RTLD_DEFAULT, name.as_ptr()) };
-            (!p.is_null()).then_some(p)
+            // SAFETY: a function's address, read as the pointer type the caller names.
+            (!p.is_null()).then(|| unsafe { std::mem::transmute_copy::<*mut c_void, F>(&p) })
         }
         // SAFETY: each symbol is libuv's function of that name, whose C signature is the field's.
         unsafe {
             Some(Uv {
-                handle_size: std::mem::transmute::<*mut c_void, _>(sym(c"uv_handle_size")?),
-                poll_init: std::mem::transmute::<*mut c_void, _>(sym(c"uv_poll_init")?),
-                poll_start: std::mem::transmute::<*mut c_void, _>(sym(c"uv_poll_start")?),
-                timer_init: std::mem::transmute::<*mut c_void, _>(sym(c"uv_timer_init")?),
-                timer_start: std::mem::transmute::<*mut c_void, _>(sym(c"uv_timer_start")?),
-                timer_stop: std::mem::transmute::<*mut c_void, _>(sym(c"uv_timer_stop")?),
-                close: std::mem::transmute::<*mut c_void, _>(sym(c"uv_close")?),
-                unref: std::mem::transmute::<*mut c_void, _>(sym(c"uv_unref")?),
-                set_data: std::mem::transmute::<*mut c_void, _>(sym(c"uv_handle_set_data")?),
-                get_data: std::mem::transmute::<*mut c_void, _>(sym(c"uv_handle_get_data")?),
+                handle_size: sym(c"uv_handle_size")?,
+                poll_init: sym(c"uv_poll_init")?,
+                poll_start: sym(c"uv_poll_start")?,
+                timer_init: sym(c"uv_timer_init")?,
+                timer_start: sym(c"uv_timer_start")?,
+                timer_stop: sym(c"uv_timer_stop")?,
+                close: sym(c"uv_close")?,
+                unref: sym(c"uv_unref")?,
+                set_data: sym(c"uv_handle_set_data")?,
+                get_data: sym(c"uv_handle_get_data")?,
             })
         }
     })
