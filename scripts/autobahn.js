@@ -155,10 +155,11 @@ function startServer(compression) {
     child.stdout.on('data', (d) => {
       if (ready) return;
       buf += d;
-      const m = /READY (\d+)/.exec(buf);
+      const m = /READY (\d+) io (\w+)/.exec(buf);
       if (m) {
         ready = true;
         clearTimeout(timer);
+        process.stdout.write(`echo server on port ${m[1]}, I/O mode ${m[2]}\n`);
         resolve({ child, port: Number(m[1]) });
       }
     });

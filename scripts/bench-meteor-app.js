@@ -18,7 +18,9 @@
 //                      throughput-10, throughput-50 (default all)
 //   --seconds S        methods-light window (default 30); fanout-light writes 5/s for S*2/3 s
 //                      (default 20 s), saturation S/3 (10 s), throughput S/6 (5 s)
-//   --transports LIST  sockjs,native,uws (default sockjs,native; with --meteor35-src also uws)
+//   --transports LIST  sockjs,native,native-threads,uws (default sockjs,native; with --meteor35-src
+//                      also uws). native-threads: the native app with DDP_TRANSPORT_NATIVE_IO=threads
+//                      (the threaded I/O mode; native runs the default, inline)
 //   --meteor35-src DIR Meteor 3.5's packages/ddp-server (as for test:meteor-app's overlay35 step):
 //                      every app of every --refs line gets it in packages/ddp-server, and Meteor's
 //                      own uws transport runs too (the sockjs app with DISABLE_SOCKJS=1 and
@@ -53,7 +55,9 @@ const ROOT = path.join(__dirname, '..');
 const pkg = require('../package.json');
 const APP_MODULE = path.join(__dirname, 'meteor-app-e2e', 'bench-app', 'server.js');
 
-const TRANSPORTS = ['sockjs', 'native', 'uws'];
+const TRANSPORTS = ['sockjs', 'native', 'native-threads', 'uws'];
+/** The I/O mode each native transport's startup line must name. */
+const NATIVE_IO = { native: 'inline', 'native-threads': 'threads' };
 const ALL_WORKLOADS = ['methods-light', 'fanout-light', 'saturation', 'burst', 'rtt', 'throughput-1', 'throughput-10', 'throughput-50'];
 const { DIST_TARGETS } = require('./meteor-app-e2e/dist-registry');
 
@@ -93,7 +97,7 @@ function parseArgs(argv) {
   }
   for (const w of o.workloads) if (!ALL_WORKLOADS.includes(w)) throw new Error(`--workloads: ${w} is not one of ${ALL_WORKLOADS.join(', ')}`);
   for (const m of o.modes) if (!['on', 'off'].includes(m)) throw new Error(`--modes: ${m}`);
-  if (!o.transports) o.transports = o.meteor35Src ? TRANSPORTS : ['sockjs', 'native'];
+  if (!o.transports) o.transports = o.meteor35Src ? ['sockjs', 'native', 'uws'] : ['sockjs', 'native'];
   for (const t of o.transports) if (!TRANSPORTS.includes(t)) throw new Error(`--transports: ${t} is not one of ${TRANSPORTS.join(', ')}`);
   if (o.transports.includes('uws') && !o.meteor35Src) throw new Error('--transports uws needs --meteor35-src DIR (Meteor 3.5\'s packages/ddp-server)');
   if (!o.transports.includes('native')) throw new Error('--transports must include native (every ratio is native ÷ another transport)');
@@ -193,7 +197,8 @@ async function runOnce({ line, bundle, transport, mode, workload, o, loadgen, lo
   try {
     // Meteor's uws transport: 3.5's ddp-server on its second, internal port (packages.ddp-server.uws.port).
     const env = transport === 'uws' ? { DISABLE_SOCKJS: '1', DDP_TRANSPORT: 'uws',
-      METEOR_SETTINGS: JSON.stringify({ packages: { 'ddp-server': { uws: { port: await freePort() } } } }) } : {};
+      METEOR_SETTINGS: JSON.stringify({ packages: { 'ddp-server': { uws: { port: await freePort() } } } }) }
+      : transport in NATIVE_IO ? { DDP_TRANSPORT_NATIVE_IO: NATIVE_IO[transport] } : {};
     server = await startBundle(line, bundle, { port, env, logFile });
   } catch (e) {
     rec.error = `start: ${e.message.split('\n')[0]}`;
@@ -201,12 +206,14 @@ async function runOnce({ line, bundle, transport, mode, workload, o, loadgen, lo
   }
   try {
     // Which transport answers /websocket: native prints its startup line; uWS's 101 has its header.
-    const native = /ddp-transport-native: native serves \/websocket/.test(server.output());
+    const startup = /ddp-transport-native: native serves \/websocket.*? io (\w+)/.exec(server.output());
+    const native = Boolean(startup);
     const h = await handshake(port);
     const uws = Boolean(h.headers.uwebsockets);
     rec.extensions = h.headers['sec-websocket-extensions'] || '';
-    rec.checks.push({ name: 'transport', ok: h.status === 101 && native === (transport === 'native') && uws === (transport === 'uws'),
-      detail: `${native ? 'native startup line' : 'no native startup line'}; /websocket ${h.status}${uws ? `, uWebSockets: ${h.headers.uwebsockets}` : ''}` });
+    rec.checks.push({ name: 'transport',
+      ok: h.status === 101 && native === (transport in NATIVE_IO) && uws === (transport === 'uws') && (!native || startup[1] === NATIVE_IO[transport]),
+      detail: `${native ? `native startup line, io ${startup[1]}` : 'no native startup line'}; /websocket ${h.status}${uws ? `, uWebSockets: ${h.headers.uwebsockets}` : ''}` });
     await sleep(500);
     const pid = server.child.pid;
     rec.rss_before_kib = statusKiB(pid, 'VmRSS');
@@ -427,7 +434,8 @@ function markdown({ meta, runs, rows }) {
     `- ${meta.command}`,
     ...meta.lines.map((l) => `- Meteor ${l.ref} = ${l.commit.slice(0, 12)} (meteor-tool ${l.tool}, Node ${l.node})${l.overlay ? `, with Meteor 3.5's packages/ddp-server from ${l.overlay} in the app's packages/ (uWebSockets.js: uws-pack's binaries)` : ''}; apps made with \`meteor create --minimal\`, built with \`meteor build --directory\`, run as \`node main.js\` (one fresh process per run)`),
     `- ${pkg.name} ${pkg.version} from dist/ through a local registry; sockjs = the same app without the package (Meteor's default transport)${transports.includes('uws')
-      ? '; uws = that app with DISABLE_SOCKJS=1 DDP_TRANSPORT=uws (Meteor 3.5\'s uws transport on its internal port, /websocket piped to it)' : '; Meteor\'s `uws` (3.5) not compared (no --meteor35-src)'}`,
+      ? '; uws = that app with DISABLE_SOCKJS=1 DDP_TRANSPORT=uws (Meteor 3.5\'s uws transport on its internal port, /websocket piped to it)' : '; Meteor\'s `uws` (3.5) not compared (no --meteor35-src)'}` +
+      `; native runs its default I/O mode (inline)${transports.includes('native-threads') ? ', native-threads the same app with DDP_TRANSPORT_NATIVE_IO=threads' : ''}`,
     `- machine: ${meta.machine.cores} cores, ${meta.machine.cpu}; ${meta.rounds} interleaved rounds (the transports' order reversed every other round); loadgen ${meta.loadgen}`,
     `- compression: "on" = every client offers permessage-deflate as Chromium does (sockjs and native accept it, as Meteor's server default does)${transports.includes('uws') ? '; Meteor\'s uws declines it, so its clients go on uncompressed, as browsers do' : ''}; "off" = not offered`,
     `- runs: ${runs.length}, failed checks: ${runs.filter((r) => !r.ok).length}`];
@@ -485,7 +493,7 @@ async function makeApps({ o, line, log, ensureRegistry }) {
   fs.mkdirSync(work, { recursive: true });
   const bundles = {};
   // Two apps: with the import line (native) and without (sockjs, and uws by its environment).
-  const appOf = (t) => (t === 'native' ? 'native' : 'sockjs');
+  const appOf = (t) => (t in NATIVE_IO ? 'native' : 'sockjs');
   for (const app of [...new Set(o.transports.map(appOf))]) {
     const how = app === 'native' ? 'npm' : 'none';
     const name = `bench-${app}${o.meteor35Src ? '-ddp-server-3.5' : ''}`;

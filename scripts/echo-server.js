@@ -4,7 +4,7 @@
 //
 //   node scripts/echo-server.js [--port N] [--host H] [--compression max|meteor|off]
 //
-// Prints `READY <port>` on stdout once listening. Every message is echoed back with the same
+// Prints `READY <port> io <mode>` on stdout once listening (the I/O mode the app runs). Every message is echoed back with the same
 // type (text → text, binary → binary). Compression (permessage-deflate, threshold 0 so every
 // message is compressed):
 //   max (default): server context takeover and a 15-bit window, so that every offer of
@@ -60,7 +60,7 @@ app.listen(opts.host, opts.port, (token, err) => {
     process.stderr.write(`echo-server: listen failed: ${err ? err.message : 'unknown error'}\n`);
     process.exit(1);
   }
-  process.stdout.write(`READY ${token.port}\n`);
+  process.stdout.write(`READY ${token.port} io ${app.ioMode}\n`);
 });
 
 function shutdown() {

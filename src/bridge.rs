@@ -39,6 +39,11 @@
 //! (lib/app.js), and when a chunk's handlers are expensive (a 3 ms DDP login each) it stops inside
 //! the chunk, keeps its rest, answers `false`, and settles only once that rest is done. Each
 //! chunk's replies are written when its call returns (not at the end of the turn).
+//!
+//! The inline I/O mode (src/inline.rs) reads sockets on the JS thread itself: while one of its
+//! turns runs (`inline_turn`), a flush commits without waking JS, and the turn ends with
+//! `deliver_here`, the same delivery (same turn budget and chunks) without the threadsafe
+//! function — unless a `settle` is due, which then delivers in order after the turn's other I/O.
 
 use napi::bindgen_prelude::*;
 use napi::sys;

@@ -112,7 +112,7 @@ function samePort() {
 // ---- start ----------------------------------------------------------------------------------------
 const ports = {};
 function ready() {
-  if (ports.own && ports.pubsub && ports.http && ports.last) out({ type: 'listening', pid: process.pid, runtime: runtime(), ports });
+  if (ports.own && ports.pubsub && ports.http && ports.last) out({ type: 'listening', pid: process.pid, runtime: runtime(), ports, ioMode: own.ioMode });
 }
 own.listen('127.0.0.1', 0, (token) => {
   if (!token) { out({ type: 'error', what: 'own listen' }); process.exit(2); }

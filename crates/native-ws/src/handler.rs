@@ -1,6 +1,7 @@
 //! What the server tells its consumer. The JS bridge implements it by queueing events and
 //! delivering them to JS in batches; the benchmark's pure-Rust responder answers inline.
-//! Every method runs on an I/O thread and must not block.
+//! Every method runs on the thread of the connection's driver (an I/O thread; with the inline
+//! driver, the thread that turns it: [`crate::inline`]) and must not block.
 
 use crate::conn::Conn;
 use std::net::SocketAddr;
