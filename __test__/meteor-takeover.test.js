@@ -108,8 +108,8 @@ for (const line of ['3.4', '3.5']) {
     test('serving; one startup line; browsers told to open a raw WebSocket', T, () => {
       assert.equal(status.state, 'serving');
       assert.equal(log.lines.length, 1, log.lines.join('\n'));
-      // the I/O mode the app runs: the default (inline on Linux), or the one the test run names
-      const io = process.env.DDP_TRANSPORT_NATIVE_IO || (process.platform === 'linux' ? 'inline' : 'threads');
+      // the I/O mode the app runs: the default (threads), or the one the test run names
+      const io = process.env.DDP_TRANSPORT_NATIVE_IO === 'inline' && process.platform === 'linux' ? 'inline' : 'threads';
       assert.equal(log.lines[0], "info ddp-transport-native: native serves /websocket on the app's own port (permessage-deflate " +
         `(threshold 1024 B, level 1), payloadLength 16384 KiB, maxBackpressure 16777216 B, io ${io}); SockJS stays at /sockjs. ` +
         'Off: DDP_TRANSPORT_NATIVE=0.');
@@ -215,8 +215,7 @@ describe('settings, prefix and the one owner', () => {
     await m.listen();
     assert.equal(status.state, 'serving');
     assert.deepEqual(status.transport._settings, { ...settings, io: null, timeout: 0, drainOnSigterm: false, admission: true, proxyProtocol: false });
-    // `threads` set: the threaded I/O mode, unless the test run names one
-    const io = process.env.DDP_TRANSPORT_NATIVE_IO || 'threads';
+    const io = process.env.DDP_TRANSPORT_NATIVE_IO === 'inline' && process.platform === 'linux' ? 'inline' : 'threads';
     assert.ok(log.lines[0].includes(`/app/websocket on the app's own port (permessage-deflate (threshold 1024 B, level 1), payloadLength 64 KiB, ` +
       `maxBackpressure 1048576 B, io ${io}, threads 2); SockJS stays at /app/sockjs`), log.lines[0]);
     const { socket } = await ddpOverWs(m, '/app/websocket');

@@ -194,8 +194,7 @@ const IO_MODES = ['inline', 'threads'];
 /** Sets `io` for apps that do not (e.g. every app of a test run, or of a Meteor server). */
 const IO_VARIABLE = 'DDP_TRANSPORT_NATIVE_IO';
 
-/** `App.io`, else DDP_TRANSPORT_NATIVE_IO, else 'threads' for an app that sets `threads` (its
- *  meaning: that many I/O threads own the sockets), else 'inline'. */
+/** `App.io`, else DDP_TRANSPORT_NATIVE_IO, else 'threads' (docs/architecture.md, I/O modes: why). */
 function ioOption(options) {
   if (options.io !== undefined) {
     if (!IO_MODES.includes(options.io)) {
@@ -210,7 +209,7 @@ function ioOption(options) {
     }
     return env;
   }
-  return options.threads !== undefined ? 'threads' : 'inline';
+  return 'threads';
 }
 
 /** `App(options)` → the I/O threads, the I/O mode, admission control's limits (null: off), and

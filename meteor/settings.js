@@ -45,8 +45,8 @@ const SETTING_DEFAULTS = Object.freeze({
   payloadLength: 16384, // KiB = 16 MiB
   timeout: 0, // s; fallback idle timeout for sockets whose user never calls setWebsocketTimeout
   maxBackpressure: 16 * MIB,
-  threads: null, // the core's: 1 (set: that many I/O threads own the sockets, io 'threads')
-  io: null, // the core's default: DDP_TRANSPORT_NATIVE_IO, else 'threads' with `threads` set, else 'inline'
+  threads: null, // the core's: 1
+  io: null, // the core's default: DDP_TRANSPORT_NATIVE_IO, else 'threads'
   drainOnSigterm: false,
   admission: true, // the core's defaults (on)
   proxyProtocol: false, // true: every connection to the app's port opens with a PROXY header

@@ -194,7 +194,7 @@ impl NativeApp {
         let server = Server::new(threads as usize, bridge.clone()).map_err(io_error)?;
         bridge.set_admission(server.admission().clone());
         let backlog: Arc<dyn native_ws::Backlog> = bridge.clone();
-        server.admission().set_backlog(Arc::downgrade(&backlog));
+        server.admission().add_backlog(Arc::downgrade(&backlog));
         #[cfg(target_os = "linux")]
         let inline = if inline { inline::InlineHost::start(env.raw(), &server, bridge.clone()) } else { None };
         #[cfg(not(target_os = "linux"))]

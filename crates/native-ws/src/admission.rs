@@ -15,7 +15,7 @@
 //! booked ahead of it already span `hold`, or when the consumer stayed behind for `hold`.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Mutex, OnceLock, Weak};
+use std::sync::{Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How often the upgrade at the door looks again while the consumer is behind.
@@ -26,7 +26,8 @@ const DOOR_POLL: Duration = Duration::from_millis(5);
 const DOOR_SPACING: Duration = Duration::from_millis(2);
 const DOOR_BATCH: u64 = 1;
 
-/// The consumer's backlog, as admission sees it (the JS bridge implements it).
+/// The consumer's backlog, as admission sees it: the JS bridge's events not yet handled, and the
+/// inline driver's input not yet read (its sockets are read on the consumer's thread).
 pub trait Backlog: Send + Sync {
     /// How long the oldest event not yet handled by the consumer has waited (zero when none).
     fn oldest_wait(&self) -> Duration;
@@ -101,7 +102,7 @@ pub struct Admission {
     through_door: AtomicU64,
     /// one held upgrade at a time looks at the consumer's state; the others queue (FIFO)
     door: tokio::sync::Mutex<()>,
-    backlog: OnceLock<Weak<dyn Backlog>>,
+    backlogs: Mutex<Vec<Weak<dyn Backlog>>>,
     pub stats: AdmissionStats,
 }
 
@@ -114,7 +115,7 @@ impl Admission {
             waiting: AtomicU64::new(0),
             through_door: AtomicU64::new(0),
             door: tokio::sync::Mutex::new(()),
-            backlog: OnceLock::new(),
+            backlogs: Mutex::new(Vec::new()),
             stats: AdmissionStats::default(),
         }
     }
@@ -127,14 +128,16 @@ impl Admission {
         *self.config.lock().unwrap() = config;
     }
 
-    /// Where the consumer's lag is read (set once; held weakly: the consumer owns admission).
-    pub fn set_backlog(&self, backlog: Weak<dyn Backlog>) {
-        let _ = self.backlog.set(backlog);
+    /// One more place the consumer's lag is read (held weakly: the consumer owns admission).
+    pub fn add_backlog(&self, backlog: Weak<dyn Backlog>) {
+        self.backlogs.lock().unwrap().push(backlog);
     }
 
-    /// How long the consumer's oldest unhandled event has waited.
+    /// How long the consumer's oldest unhandled event (or unread input) has waited: the longest
+    /// of its backlogs.
     pub fn lag(&self) -> Duration {
-        self.backlog.get().and_then(Weak::upgrade).map_or(Duration::ZERO, |b| b.oldest_wait())
+        let backlogs = self.backlogs.lock().unwrap();
+        backlogs.iter().filter_map(Weak::upgrade).map(|b| b.oldest_wait()).max().unwrap_or(Duration::ZERO)
     }
 
     /// Whether the consumer is behind: too many opens not taken, or its backlog too old.

@@ -20,6 +20,7 @@
 
 use crate::codec;
 use crate::conn::Conn;
+use crate::admission::Backlog;
 use crate::handler::{Handler, OpenInfo};
 use crate::stream::{RawSock, Stream};
 use crate::task::{Outcome, Socket, Task};
@@ -30,7 +31,7 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering::{AcqRel, Acquire, Release}};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::{AcqRel, Acquire, Relaxed, Release}};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::Interest;
@@ -57,6 +58,11 @@ pub struct Signal {
     pending: AtomicBool,
     closed: AtomicBool,
     waker: Waker,
+    /// the driver's fd (its epoll instance), while `closed` is false
+    fd: RawFd,
+    /// when the last turn ended: µs after `epoch` (0: none yet)
+    turn_end: AtomicU64,
+    epoch: std::time::Instant,
 }
 
 impl Signal {
@@ -73,10 +79,34 @@ impl Signal {
         self.wake();
     }
 
+    /// µs from `epoch` to now (at least 1: 0 means none).
+    fn now_us(&self) -> u64 {
+        (self.epoch.elapsed().as_micros() as u64).max(1)
+    }
+
     fn wake(&self) {
         if !self.pending.swap(true, AcqRel) {
             let _ = self.waker.wake();
         }
+    }
+}
+
+/// Admission control's view of the inline driver (I/O threads, at an upgrade): input waiting for
+/// the consumer's thread — the driver's fd is readable — has waited at most since the last turn
+/// ended (that turn read everything ready then). Unlike the threaded mode's, this input is not in
+/// the bridge's queue until a turn reads it: without this, a busy JS thread would look idle.
+impl Backlog for Signal {
+    fn oldest_wait(&self) -> Duration {
+        let end = self.turn_end.load(Relaxed);
+        if end == 0 || self.closed.load(Acquire) {
+            return Duration::ZERO;
+        }
+        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; a zero timeout never blocks.
+        if unsafe { libc::poll(&mut pfd, 1, 0) } != 1 {
+            return Duration::ZERO;
+        }
+        Duration::from_micros(self.now_us().saturating_sub(end))
     }
 }
 
@@ -156,6 +186,7 @@ impl Inline {
     pub(crate) fn new(handler: Arc<dyn Handler>) -> io::Result<Inline> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
+        let fd = poll.as_raw_fd();
         Ok(Inline {
             poll,
             events: Events::with_capacity(EVENTS),
@@ -165,6 +196,9 @@ impl Inline {
                 pending: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 waker,
+                fd,
+                turn_end: AtomicU64::new(0),
+                epoch: std::time::Instant::now(),
             }),
             handler,
             slots: Vec::new(),
@@ -253,6 +287,7 @@ impl Inline {
         if !self.again.is_empty() {
             self.signal.wake();
         }
+        self.signal.turn_end.store(self.signal.now_us(), Relaxed);
         self.timers.peek().map(|Reverse((t, _))| t.into_std())
     }
 

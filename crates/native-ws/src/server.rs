@@ -138,7 +138,11 @@ impl Server {
     #[cfg(target_os = "linux")]
     pub fn serve_inline(&self) -> io::Result<crate::inline::Inline> {
         let inline = crate::inline::Inline::new(self.shared.handler.clone())?;
-        self.shared.inline.set(inline.signal()).map_err(|_| io::Error::other("the inline driver is set already"))?;
+        let signal = inline.signal();
+        self.shared.inline.set(signal.clone()).map_err(|_| io::Error::other("the inline driver is set already"))?;
+        let backlog: Arc<dyn crate::admission::Backlog> = signal;
+        // Held weakly by admission: the server's `inline` keeps it.
+        self.shared.admission.add_backlog(Arc::downgrade(&backlog));
         Ok(inline)
     }
 

@@ -118,7 +118,7 @@ fn the_default_is_on_and_off_is_off() {
 async fn a_lagging_consumer_holds_upgrades_at_the_door_in_order_until_it_catches_up() {
     let a = Arc::new(Admission::new(AdmissionConfig { max_lag_ms: 20, ..cfg(0, 1, 0, 2000) }));
     let lag = Arc::new(Lag(std::sync::atomic::AtomicU64::new(0)));
-    a.set_backlog(Arc::downgrade(&(lag.clone() as Arc<dyn Backlog>)));
+    a.add_backlog(Arc::downgrade(&(lag.clone() as Arc<dyn Backlog>)));
     // keeping up: admitted at once
     assert_eq!(a.admit().await, Verdict::Admit);
     assert_eq!(counts(&a), (1, 0, 0));
@@ -151,6 +151,6 @@ async fn a_lagging_consumer_holds_upgrades_at_the_door_in_order_until_it_catches
     // behind for longer than the hold: refused
     lag.0.store(100, Relaxed);
     let short = Admission::new(AdmissionConfig { max_lag_ms: 20, ..cfg(0, 1, 0, 100) });
-    short.set_backlog(Arc::downgrade(&(lag.clone() as Arc<dyn Backlog>)));
+    short.add_backlog(Arc::downgrade(&(lag.clone() as Arc<dyn Backlog>)));
     assert_eq!(short.admit().await, Verdict::Refuse { retry_after_s: 3 });
 }

@@ -221,3 +221,20 @@ fn a_hang_up_in_the_event_of_the_bytes_before_it_closes_with_1006() {
     }
     assert_eq!(rec.take(), ["open 1".to_string(), format!("close 1 {}", codec::CLOSE_ABNORMAL)]);
 }
+
+#[test]
+fn input_the_consumer_has_not_read_counts_as_its_lag() {
+    let (mut d, _rec) = driver(0);
+    let (_conn, mut peer) = connect(&d, 1, Behavior::default());
+    let signal = d.signal();
+    assert_eq!(signal.oldest_wait(), Duration::ZERO, "no turn yet");
+    d.turn(); // the hand-over (its registration reports the socket writable: one more turn)
+    d.turn();
+    assert_eq!(signal.oldest_wait(), Duration::ZERO, "everything read");
+    peer.write_all(&frame(OP_TEXT, b"waiting")).unwrap();
+    std::thread::sleep(Duration::from_millis(30));
+    let lag = signal.oldest_wait();
+    assert!(lag >= Duration::from_millis(25) && lag < Duration::from_secs(5), "{lag:?}");
+    d.turn();
+    assert_eq!(signal.oldest_wait(), Duration::ZERO, "read by the turn");
+}
