@@ -89,8 +89,10 @@ thread_local! {
 }
 
 /// While alive, this thread's flushes commit without waking JS (see [`Bridge::inline_turn`]).
+#[cfg(target_os = "linux")]
 pub struct InlineTurn(());
 
+#[cfg(target_os = "linux")]
 impl Drop for InlineTurn {
     fn drop(&mut self) {
         INLINE_TURN.with(|t| t.set(false));
@@ -381,6 +383,7 @@ impl Bridge {
 
     /// JS thread: a turn of the inline driver starts; its events are delivered by
     /// [`Bridge::deliver_here`] once it is over.
+    #[cfg(target_os = "linux")]
     pub fn inline_turn(&self) -> InlineTurn {
         INLINE_TURN.with(|t| t.set(true));
         InlineTurn(())
@@ -389,6 +392,7 @@ impl Bridge {
     /// JS thread, after a turn of the inline driver, inside its callback scope: deliver what is
     /// queued now, as a threadsafe-function wakeup would (same turn budget) — unless a `settle`
     /// is due, which delivers it after the turn's other I/O.
+    #[cfg(target_os = "linux")]
     pub fn deliver_here(&self, env: sys::napi_env) {
         if self.settle_due.load(Relaxed) {
             return;

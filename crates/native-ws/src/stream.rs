@@ -71,7 +71,7 @@ impl Stream {
     }
 
     /// The socket, out of tokio's poller (still non-blocking), for the inline driver.
-    #[cfg(unix)]
+    #[cfg(target_os = "linux")]
     pub(crate) fn into_fd(self) -> io::Result<OwnedFd> {
         match self {
             Stream::Tcp(s) => s.into_std().map(OwnedFd::from),

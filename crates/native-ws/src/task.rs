@@ -176,16 +176,20 @@ impl<S: Socket> Task<S> {
         (self.reading && !self.conn.over_limit()) || self.discard
     }
 
-    /// Whether the JS thread asked for something (see [`Task::on_control`]).
+    /// Whether the JS thread asked for something (see [`Task::on_control`]); for the inline driver.
+    #[cfg(target_os = "linux")]
     pub(crate) fn asked(&self) -> bool {
         self.conn.ctl.load(Acquire) != 0
     }
 
+    /// The socket (the inline driver keeps its readiness there).
+    #[cfg(target_os = "linux")]
     pub(crate) fn socket(&self) -> &S {
         &self.stream
     }
 
-    /// Whether queued bytes wait for the socket to become writable.
+    /// Whether queued bytes wait for the socket to become writable; for the inline driver.
+    #[cfg(target_os = "linux")]
     pub(crate) fn wants_write(&self) -> bool {
         self.want_write
     }
