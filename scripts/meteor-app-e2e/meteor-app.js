@@ -111,7 +111,10 @@ async function startBundle(line, bundle, { port, env = {}, logFile, expectExit =
   const child = spawn(path.join(line.devBundle.bin, 'node'), ['main.js'], {
     cwd: bundle,
     env: { PATH: `${line.devBundle.bin}:/usr/bin:/bin`, HOME: process.env.HOME, PORT: String(port), BIND_IP: '127.0.0.1',
-      ROOT_URL: `http://127.0.0.1:${port}`, ...env },
+      ROOT_URL: `http://127.0.0.1:${port}`,
+      // the I/O mode the suite runs the package in (unset: the default)
+      ...(process.env.DDP_TRANSPORT_NATIVE_IO ? { DDP_TRANSPORT_NATIVE_IO: process.env.DDP_TRANSPORT_NATIVE_IO } : {}),
+      ...env },
     stdio: ['ignore', out, out],
   });
   fs.closeSync(out);
