@@ -98,15 +98,19 @@ impl Signal {
 impl Backlog for Signal {
     fn oldest_wait(&self) -> Duration {
         let end = self.turn_end.load(Relaxed);
-        if end == 0 || self.closed.load(Acquire) {
-            return Duration::ZERO;
-        }
-        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
-        // SAFETY: one valid pollfd; a zero timeout never blocks.
-        if unsafe { libc::poll(&mut pfd, 1, 0) } != 1 {
+        if end == 0 || self.closed.load(Acquire) || !self.input_waiting() {
             return Duration::ZERO;
         }
         Duration::from_micros(self.now_us().saturating_sub(end))
+    }
+}
+
+impl Signal {
+    /// Whether the driver's fd is readable now: the consumer's next turn has work.
+    pub(crate) fn input_waiting(&self) -> bool {
+        let mut pfd = libc::pollfd { fd: self.fd, events: libc::POLLIN, revents: 0 };
+        // SAFETY: one valid pollfd; a zero timeout never blocks.
+        unsafe { libc::poll(&mut pfd, 1, 0) == 1 }
     }
 }
 
