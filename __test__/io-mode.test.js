@@ -88,3 +88,50 @@ for (const io of ['inline', 'threads']) {
     await waitFor(() => app.stats().connections === 0, { label: 'close' });
   });
 }
+
+test('inline: a JS thread saturated by other work holds new clients back (admission control)', { timeout: 30000, skip: !INLINE_HERE && 'inline runs on Linux only' }, async (t) => {
+  // Only the lag bound: no rate, no pending bound. The saturating work here is not the sockets'
+  // (a chain of 4 ms immediates), so each turn still reads everything at once and no message
+  // waits long: only the thread's load says that it has no time for new clients.
+  const admission = { upgradesPerSecond: 0, maxPendingOpens: 0, maxLagMs: 10, holdMs: 300, retryAfterSeconds: 1 };
+  let got = 0;
+  const app = App({ io: 'inline', admission }).ws('/*', { message: () => { got++; } });
+  t.after(() => app.close());
+  const port = await listen(app);
+  const worker = new Worker(`
+    const { parentPort, workerData } = require('node:worker_threads');
+    const WebSocket = require(${JSON.stringify(require.resolve('ws'))});
+    const url = 'ws://127.0.0.1:' + workerData.port + '/x';
+    const a = new WebSocket(url);
+    a.on('open', () => {
+      const tick = setInterval(() => a.send('tick'), 1);
+      parentPort.postMessage({ a: 'open' });
+      parentPort.once('message', () => setTimeout(() => {
+        const at = Date.now();
+        const b = new WebSocket(url);
+        const done = (r) => { clearInterval(tick); b.terminate(); a.terminate(); parentPort.postMessage({ b: r, ms: Date.now() - at }); };
+        b.on('open', () => done('open'));
+        b.on('unexpected-response', (req, res) => done(res.statusCode));
+        b.on('error', (e) => done(e.message));
+      }, 300));
+    });`, { eval: true, workerData: { port } });
+  t.after(() => worker.terminate());
+  await new Promise((resolve) => worker.once('message', resolve));
+  await waitFor(() => got > 20, { label: 'ticks' });
+  const result = new Promise((resolve) => worker.once('message', resolve));
+  worker.postMessage('go');
+  const until = Date.now() + 1500;
+  await new Promise((resolve) => {
+    const busy = () => {
+      const end = Date.now() + 4;
+      while (Date.now() < end);
+      if (Date.now() < until) setImmediate(busy); else resolve();
+    };
+    setImmediate(busy);
+  });
+  const r = await result;
+  const { deferred, refused } = app.stats().admission;
+  assert.ok(deferred >= 1, `the new client was held (${JSON.stringify(r)})`);
+  assert.ok(r.b === 503 || (r.b === 'open' && r.ms >= 250), `refused after the hold, or let in once the thread had time: ${JSON.stringify(r)}`);
+  if (r.b === 503) assert.equal(refused, 1);
+});

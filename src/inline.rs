@@ -41,6 +41,9 @@ struct Uv {
     unref: unsafe extern "C" fn(Handle),
     set_data: unsafe extern "C" fn(Handle, *mut c_void),
     get_data: unsafe extern "C" fn(Handle) -> *mut c_void,
+    /// the loop's time blocked waiting for I/O, ns (Node turns the measure on for its event loop
+    /// utilization); the thread's load is not reported without it
+    idle_time: Option<unsafe extern "C" fn(*mut sys::uv_loop_s) -> u64>,
 }
 
 fn uv() -> Option<&'static Uv> {
@@ -70,6 +73,7 @@ fn uv() -> Option<&'static Uv> {
                 unref: sym(c"uv_unref")?,
                 set_data: sym(c"uv_handle_set_data")?,
                 get_data: sym(c"uv_handle_get_data")?,
+                idle_time: sym(c"uv_metrics_idle_time"),
             })
         }
     })
@@ -96,7 +100,10 @@ unsafe fn free_handle(uv: &Uv, h: Handle, kind: c_int) {
 /// handles and the app let go of it ([`InlineHost::release`]).
 pub struct InlineHost {
     env: sys::napi_env,
+    uv_loop: *mut sys::uv_loop_s,
     driver: RefCell<Option<Inline>>,
+    /// the last load sample: when, and the loop's idle time then (ns)
+    load_sample: std::cell::Cell<(std::time::Instant, u64)>,
     bridge: Arc<Bridge>,
     poll: Handle,
     timer: Handle,
@@ -125,9 +132,13 @@ impl InlineHost {
         let (resource, context) = async_resource(env)?;
         let driver = server.serve_inline().ok()?;
         let fd = driver.fd();
+        // SAFETY: the JS thread's live loop.
+        let idle = uv.idle_time.map_or(0, |f| unsafe { f(lp) });
         let host = Box::into_raw(Box::new(InlineHost {
             env,
+            uv_loop: lp,
             driver: RefCell::new(Some(driver)),
+            load_sample: std::cell::Cell::new((std::time::Instant::now(), idle)),
             bridge,
             poll: alloc_handle(uv, UV_POLL),
             timer: alloc_handle(uv, UV_TIMER),
@@ -191,6 +202,27 @@ impl InlineHost {
         }
     }
 
+    /// Tell the driver how busy this thread was since the last report, once a window has passed
+    /// (admission control holds new clients back while it is saturated).
+    fn report_load(&self, driver: &Inline) {
+        let Some(idle_time) = uv().and_then(|uv| uv.idle_time) else { return };
+        let (then, idle_then) = self.load_sample.get();
+        let window = then.elapsed();
+        if window < native_ws::inline::LOAD_WINDOW {
+            return;
+        }
+        // SAFETY: JS thread, the host's live loop.
+        let idle = unsafe { idle_time(self.uv_loop) };
+        if idle == 0 {
+            // The loop does not measure it (never idle yet is no loop of Node's): no report.
+            return;
+        }
+        let idle_ns = idle.saturating_sub(idle_then);
+        let busy = window.saturating_sub(std::time::Duration::from_nanos(idle_ns));
+        driver.report_load(busy, window);
+        self.load_sample.set((std::time::Instant::now(), idle));
+    }
+
     /// One turn: the driver's, then the bridge's delivery, in a callback scope.
     unsafe fn turn(&self) {
         let env = self.env;
@@ -204,6 +236,7 @@ impl InlineHost {
             let mut driver = self.driver.borrow_mut();
             match driver.as_mut() {
                 Some(d) => {
+                    self.report_load(d);
                     let _staging = self.bridge.inline_turn();
                     d.turn()
                 }

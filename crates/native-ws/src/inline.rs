@@ -41,6 +41,10 @@ use tokio::time::Instant;
 const WAKER: Token = Token(usize::MAX);
 /// Readiness events taken from the kernel per call.
 const EVENTS: usize = 1024;
+/// How often the consumer's host reports its thread's load ([`Inline::report_load`]), at most.
+pub const LOAD_WINDOW: Duration = Duration::from_millis(20);
+/// The busy share of a window above which the consumer's thread counts as saturated.
+const SATURATED: f64 = 0.98;
 
 /// A connection whose upgrade was answered, on its way to the driver.
 struct Adopted {
@@ -62,6 +66,11 @@ pub struct Signal {
     fd: RawFd,
     /// when the last turn ended: µs after `epoch` (0: none yet)
     turn_end: AtomicU64,
+    /// when the consumer's host last reported its thread's load (µs after `epoch`; 0: never)
+    load_at: AtomicU64,
+    /// the end of the first window of the saturated streak the reports describe now (µs after
+    /// `epoch`; 0: the thread is not saturated)
+    saturated_since: AtomicU64,
     epoch: std::time::Instant,
 }
 
@@ -91,17 +100,39 @@ impl Signal {
     }
 }
 
-/// Admission control's view of the inline driver (I/O threads, at an upgrade): input waiting for
-/// the consumer's thread — the driver's fd is readable — has waited at most since the last turn
-/// ended (that turn read everything ready then). Unlike the threaded mode's, this input is not in
-/// the bridge's queue until a turn reads it: without this, a busy JS thread would look idle.
+/// Admission control's view of the inline driver (I/O threads, at an upgrade), the longer of two
+/// waits:
+/// - input waiting for the consumer's thread (the driver's fd is readable) has waited at most
+///   since the last turn ended (that turn read everything ready then). Unlike the threaded
+///   mode's, this input is not in the bridge's queue until a turn reads it: without this, a JS
+///   thread stuck in one long task would look idle.
+/// - a saturated thread: its host's reports ([`Inline::report_load`]) say it has been busy for
+///   more than [`SATURATED`] of each window since the first of them. Such a thread still turns
+///   often, so no input waits long, yet every new client's first messages take time that its
+///   other work (existing clients, accepting connections) then lacks. Its wait counts from the
+///   end of the first saturated window, so a short burst (a handful of opens) is no backlog. It
+///   counts while the thread still turns (input waits, or a turn ended within half a window) and
+///   the last report is at most two windows old: a thread that stopped turning is idle (or stuck,
+///   which the first wait sees), and the door opens at once when the load ends.
 impl Backlog for Signal {
     fn oldest_wait(&self) -> Duration {
-        let end = self.turn_end.load(Relaxed);
-        if end == 0 || self.closed.load(Acquire) || !self.input_waiting() {
+        if self.closed.load(Acquire) {
             return Duration::ZERO;
         }
-        Duration::from_micros(self.now_us().saturating_sub(end))
+        let end = self.turn_end.load(Relaxed);
+        if end == 0 {
+            return Duration::ZERO;
+        }
+        let now = self.now_us();
+        let window = LOAD_WINDOW.as_micros() as u64;
+        let waiting = self.input_waiting();
+        let unread = if waiting { now.saturating_sub(end) } else { 0 };
+        // Still turning: input waits, or a turn ended within half a window.
+        let busy = waiting || now.saturating_sub(end) <= window / 2;
+        let since = self.saturated_since.load(Relaxed);
+        let fresh = now.saturating_sub(self.load_at.load(Relaxed)) <= 2 * window;
+        let saturated = if since != 0 && fresh && busy { now.saturating_sub(since) } else { 0 };
+        Duration::from_micros(unread.max(saturated))
     }
 }
 
@@ -202,6 +233,8 @@ impl Inline {
                 waker,
                 fd,
                 turn_end: AtomicU64::new(0),
+                load_at: AtomicU64::new(0),
+                saturated_since: AtomicU64::new(0),
                 epoch: std::time::Instant::now(),
             }),
             handler,
@@ -229,6 +262,20 @@ impl Inline {
     /// Connections the driver serves.
     pub fn connections(&self) -> usize {
         self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// The consumer's host reports its thread's load: busy (not waiting for I/O) for `busy` of
+    /// the last `window` (at least [`LOAD_WINDOW`] long). Admission control reads it (see
+    /// [`Signal`]'s backlog).
+    pub fn report_load(&self, busy: Duration, window: Duration) {
+        let s = &self.signal;
+        let now = s.now_us();
+        if window.is_zero() || busy.as_secs_f64() < SATURATED * window.as_secs_f64() {
+            s.saturated_since.store(0, Relaxed);
+        } else if s.saturated_since.load(Relaxed) == 0 {
+            s.saturated_since.store(now, Relaxed);
+        }
+        s.load_at.store(now, Relaxed);
     }
 
     /// Serve everything ready now (never waits). Returns when the driver next needs a turn

@@ -236,3 +236,37 @@ fn input_the_consumer_has_not_read_counts_as_its_lag() {
     d.turn();
     assert_eq!(signal.oldest_wait(), Duration::ZERO, "read by the turn");
 }
+
+#[test]
+fn a_saturated_consumer_thread_counts_as_lag_while_input_waits() {
+    let (mut d, _rec) = driver(0);
+    let (_conn, mut peer) = connect(&d, 1, Behavior::default());
+    let signal = d.signal();
+    d.turn(); // the hand-over (its registration reports the socket writable: one more turn)
+    d.turn();
+    let w = LOAD_WINDOW;
+    let short = Duration::from_millis(2);
+    d.report_load(w, w);
+    std::thread::sleep(w);
+    d.report_load(w, w);
+    assert_eq!(signal.oldest_wait(), Duration::ZERO, "saturated, but no turn for half a window and nothing to read: idle");
+    d.turn();
+    let lag = signal.oldest_wait();
+    assert!(lag >= w && lag < w * 2, "a turn just ended: still turning, saturated since the end of its first window: {lag:?}");
+    peer.write_all(&frame(OP_TEXT, b"one")).unwrap();
+    std::thread::sleep(short);
+    let lag = signal.oldest_wait();
+    assert!(lag >= w && lag < w * 2, "input waiting: {lag:?}");
+    d.report_load(w / 2, w);
+    let lag = signal.oldest_wait();
+    assert!(lag < w / 2, "a window with idle time ends the streak (the input's own short wait remains): {lag:?}");
+    d.report_load(w, w);
+    std::thread::sleep(w * 3);
+    d.turn();
+    peer.write_all(&frame(OP_TEXT, b"two")).unwrap();
+    std::thread::sleep(short);
+    let lag = signal.oldest_wait();
+    assert!(lag < w / 2, "a report older than two windows is stale: {lag:?}");
+    d.turn();
+    assert_eq!(signal.oldest_wait(), Duration::ZERO, "read by the turn");
+}
