@@ -14,15 +14,16 @@ export enum SendStatus {
 
 export interface AppOptions {
   /** I/O threads (tokio workers): they accept connections and answer upgrades, and in the
-   *  `'threads'` I/O mode (the default) own the sockets. Integer 1..16, default 1. */
+   *  `'threads'` I/O mode own the sockets (setting it makes that mode the default). Integer
+   *  1..16, default 1. */
   threads?: number;
   /** Where upgraded connections are read and written. `'inline'`: on the JS thread, in the
    *  event-loop wakeup that found them readable (Linux under Node; connections that negotiated
    *  permessage-deflate stay on the I/O threads): less CPU and latency per message at light load.
-   *  `'threads'`: on the I/O threads, messages reaching JS in batches: more calls/s at saturation,
-   *  and admission control sees a busy JS thread. Default: `DDP_TRANSPORT_NATIVE_IO` when set,
-   *  else `'threads'`. Where inline cannot run (macOS, Windows, Bun, Deno) the app runs
-   *  `'threads'`: see `ioMode`. */
+   *  `'threads'`: on the I/O threads, messages reaching JS in batches: more calls/s at saturation.
+   *  Default: `DDP_TRANSPORT_NATIVE_IO` when set, else `'threads'` when `threads` is set, else
+   *  `'inline'`. Where inline cannot run (macOS, Windows, Bun, Deno) the app runs `'threads'`:
+   *  see `ioMode`. */
   io?: 'inline' | 'threads';
   /** Connections to the app's own listener (`listen()`), and every connection of a plain
    *  `http.Server` it is attached to (`attach()`), must open with a PROXY protocol header (v1 or

@@ -28,7 +28,7 @@ test('App({ io }) picks the mode; app.ioMode says which runs', () => {
   assert.throws(() => App({ io: 'fast' }), /App\.io must be 'inline' or 'threads', got "fast"/);
 });
 
-test('the default: DDP_TRANSPORT_NATIVE_IO, else threads', async () => {
+test('the default: DDP_TRANSPORT_NATIVE_IO, else threads where App.threads is set, else inline', async () => {
   const probe = `const { App } = require(${JSON.stringify(ROOT)});
     const out = {};
     for (const [k, o] of [['none', {}], ['threads2', { threads: 2 }], ['io', { threads: 2, io: 'inline' }]]) {
@@ -43,7 +43,7 @@ test('the default: DDP_TRANSPORT_NATIVE_IO, else threads', async () => {
     return child.messages[0];
   };
   const inl = INLINE_HERE ? 'inline' : 'threads';
-  assert.deepEqual(await run(undefined), { none: 'threads', threads2: 'threads', io: inl });
+  assert.deepEqual(await run(undefined), { none: inl, threads2: 'threads', io: inl });
   assert.deepEqual(await run('threads'), { none: 'threads', threads2: 'threads', io: inl });
   assert.deepEqual(await run('inline'), { none: inl, threads2: inl, io: inl });
   const bad = await run('fast');

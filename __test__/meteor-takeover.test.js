@@ -108,8 +108,8 @@ for (const line of ['3.4', '3.5']) {
     test('serving; one startup line; browsers told to open a raw WebSocket', T, () => {
       assert.equal(status.state, 'serving');
       assert.equal(log.lines.length, 1, log.lines.join('\n'));
-      // the I/O mode the app runs: the default (threads), or the one the test run names
-      const io = process.env.DDP_TRANSPORT_NATIVE_IO === 'inline' && process.platform === 'linux' ? 'inline' : 'threads';
+      // the I/O mode the app runs: the one the test run names, else the default (inline on Linux)
+      const io = (process.env.DDP_TRANSPORT_NATIVE_IO || 'inline') === 'inline' && process.platform === 'linux' ? 'inline' : 'threads';
       assert.equal(log.lines[0], "info ddp-transport-native: native serves /websocket on the app's own port (permessage-deflate " +
         `(threshold 1024 B, level 1), payloadLength 16384 KiB, maxBackpressure 16777216 B, io ${io}); SockJS stays at /sockjs. ` +
         'Off: DDP_TRANSPORT_NATIVE=0.');

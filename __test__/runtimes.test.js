@@ -134,7 +134,7 @@ for (const name of RUNTIMES) {
     t.diagnostic(`${srv.runtime.name} ${srv.runtime.version}, pid ${srv.pid}`);
     assert.equal(srv.runtime.name, name, 'the server runs under the runtime asked for');
     // the inline I/O mode needs Node's libuv loop (docs/runtimes.md): Bun and Deno run threads
-    const inline = name === 'node' && process.platform === 'linux' && process.env.DDP_TRANSPORT_NATIVE_IO === 'inline';
+    const inline = name === 'node' && process.platform === 'linux' && (process.env.DDP_TRANSPORT_NATIVE_IO || 'inline') === 'inline';
     assert.equal(srv.ioMode, inline ? 'inline' : 'threads', 'the I/O mode');
 
     await t.test('own listener (App().ws().listen()): text, binary and > 64 KiB messages echo intact, with and without permessage-deflate', async () => {

@@ -55,13 +55,13 @@ const TRANSPORTS = [
     workloads: ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'app-rate'] },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App().ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
-  // The native rows run the default I/O mode (threads); these run the inline one (sockets read on
-  // the JS thread), side by side (docs/benchmarks.md, the I/O modes).
-  { name: 'native-listen-inline', description: 'native-listen with DDP_TRANSPORT_NATIVE_IO=inline: the sockets read and written on the JS thread, in the wakeup that found them readable',
-    command: nodeServer('native-listen.js'), env: { DDP_TRANSPORT_NATIVE_IO: 'inline' },
+  // The native rows run the default I/O mode (inline, on Linux); these run the threaded one (an I/O
+  // thread reads the sockets), side by side (docs/benchmarks.md, the I/O modes).
+  { name: 'native-listen-threads', description: 'native-listen with DDP_TRANSPORT_NATIVE_IO=threads: the sockets read on an I/O thread, messages handed to the JS thread in batches',
+    command: nodeServer('native-listen.js'), env: { DDP_TRANSPORT_NATIVE_IO: 'threads' },
     unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
-  { name: 'native-attach-inline', description: 'native-attach with DDP_TRANSPORT_NATIVE_IO=inline',
-    command: nodeServer('native-attach.js'), env: { DDP_TRANSPORT_NATIVE_IO: 'inline' },
+  { name: 'native-attach-threads', description: 'native-attach with DDP_TRANSPORT_NATIVE_IO=threads',
+    command: nodeServer('native-attach.js'), env: { DDP_TRANSPORT_NATIVE_IO: 'threads' },
     unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
   { name: 'native-raw', description: "ddp-transport-native's own listener wired as uws-raw wires uWS.js: its handlers call the DDP session directly (no shim); the like-for-like row for uws-raw",
     command: nodeServer('native-raw.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },

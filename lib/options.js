@@ -194,7 +194,8 @@ const IO_MODES = ['inline', 'threads'];
 /** Sets `io` for apps that do not (e.g. every app of a test run, or of a Meteor server). */
 const IO_VARIABLE = 'DDP_TRANSPORT_NATIVE_IO';
 
-/** `App.io`, else DDP_TRANSPORT_NATIVE_IO, else 'threads' (docs/architecture.md, I/O modes: why). */
+/** `App.io`, else DDP_TRANSPORT_NATIVE_IO, else 'threads' when `App.threads` is set (the I/O
+ *  threads it sizes then read the sockets), else 'inline' (docs/architecture.md, I/O modes: why). */
 function ioOption(options) {
   if (options.io !== undefined) {
     if (!IO_MODES.includes(options.io)) {
@@ -209,7 +210,7 @@ function ioOption(options) {
     }
     return env;
   }
-  return 'threads';
+  return options.threads !== undefined ? 'threads' : 'inline';
 }
 
 /** `App(options)` → the I/O threads, the I/O mode, admission control's limits (null: off), and

@@ -46,7 +46,7 @@ const SETTING_DEFAULTS = Object.freeze({
   timeout: 0, // s; fallback idle timeout for sockets whose user never calls setWebsocketTimeout
   maxBackpressure: 16 * MIB,
   threads: null, // the core's: 1
-  io: null, // the core's default: DDP_TRANSPORT_NATIVE_IO, else 'threads'
+  io: null, // the core's default: DDP_TRANSPORT_NATIVE_IO, else 'threads' if `threads` is set, else 'inline'
   drainOnSigterm: false,
   admission: true, // the core's defaults (on)
   proxyProtocol: false, // true: every connection to the app's port opens with a PROXY header

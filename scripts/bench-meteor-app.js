@@ -18,8 +18,9 @@
 //                      throughput-10, throughput-50 (default all)
 //   --seconds S        methods-light window (default 30); fanout-light writes 5/s for S*2/3 s
 //                      (default 20 s), saturation S/3 (10 s), throughput S/6 (5 s)
-//   --transports LIST  sockjs,native,native-inline,uws (default sockjs,native; with --meteor35-src
-//                      also uws). native-inline: the native app with DDP_TRANSPORT_NATIVE_IO=inline
+//   --transports LIST  sockjs,native,native-threads,uws (default sockjs,native; with --meteor35-src
+//                      also uws). native runs the inline I/O mode (the default on Linux),
+//                      native-threads the same app with DDP_TRANSPORT_NATIVE_IO=threads
 //                      (the inline I/O mode; native runs the default, threads)
 //   --meteor35-src DIR Meteor 3.5's packages/ddp-server (as for test:meteor-app's overlay35 step):
 //                      every app of every --refs line gets it in packages/ddp-server, and Meteor's
@@ -55,9 +56,9 @@ const ROOT = path.join(__dirname, '..');
 const pkg = require('../package.json');
 const APP_MODULE = path.join(__dirname, 'meteor-app-e2e', 'bench-app', 'server.js');
 
-const TRANSPORTS = ['sockjs', 'native', 'native-inline', 'uws'];
+const TRANSPORTS = ['sockjs', 'native', 'native-threads', 'uws'];
 /** The I/O mode each native transport's startup line must name. */
-const NATIVE_IO = { native: 'threads', 'native-inline': 'inline' };
+const NATIVE_IO = { native: 'inline', 'native-threads': 'threads' };
 const ALL_WORKLOADS = ['methods-light', 'fanout-light', 'saturation', 'burst', 'rtt', 'throughput-1', 'throughput-10', 'throughput-50'];
 const { DIST_TARGETS } = require('./meteor-app-e2e/dist-registry');
 
@@ -435,7 +436,7 @@ function markdown({ meta, runs, rows }) {
     ...meta.lines.map((l) => `- Meteor ${l.ref} = ${l.commit.slice(0, 12)} (meteor-tool ${l.tool}, Node ${l.node})${l.overlay ? `, with Meteor 3.5's packages/ddp-server from ${l.overlay} in the app's packages/ (uWebSockets.js: uws-pack's binaries)` : ''}; apps made with \`meteor create --minimal\`, built with \`meteor build --directory\`, run as \`node main.js\` (one fresh process per run)`),
     `- ${pkg.name} ${pkg.version} from dist/ through a local registry; sockjs = the same app without the package (Meteor's default transport)${transports.includes('uws')
       ? '; uws = that app with DISABLE_SOCKJS=1 DDP_TRANSPORT=uws (Meteor 3.5\'s uws transport on its internal port, /websocket piped to it)' : '; Meteor\'s `uws` (3.5) not compared (no --meteor35-src)'}` +
-      `; native runs its default I/O mode (threads)${transports.includes('native-inline') ? ', native-inline the same app with DDP_TRANSPORT_NATIVE_IO=inline' : ''}`,
+      `; native runs its default I/O mode (inline)${transports.includes('native-threads') ? ', native-threads the same app with DDP_TRANSPORT_NATIVE_IO=threads' : ''}`,
     `- machine: ${meta.machine.cores} cores, ${meta.machine.cpu}; ${meta.rounds} interleaved rounds (the transports' order reversed every other round); loadgen ${meta.loadgen}`,
     `- compression: "on" = every client offers permessage-deflate as Chromium does (sockjs and native accept it, as Meteor's server default does)${transports.includes('uws') ? '; Meteor\'s uws declines it, so its clients go on uncompressed, as browsers do' : ''}; "off" = not offered`,
     `- runs: ${runs.length}, failed checks: ${runs.filter((r) => !r.ok).length}`];

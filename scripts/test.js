@@ -5,7 +5,7 @@
 //   npm run test:all   (this script with --all) the same with every suite, in both I/O modes
 //                      (DDP_TRANSPORT_NATIVE_IO=inline, then =threads): what .ci/run runs
 // npm test runs the suites in the mode DDP_TRANSPORT_NATIVE_IO names (default: the apps' default,
-// threads). cargo's tests run the server's socket tests with both drivers either way.
+// inline). cargo's tests run the server's socket tests with both drivers either way.
 // Other arguments go to `node --test` (e.g. --test-reporter=tap).
 
 const fs = require('node:fs');
@@ -55,7 +55,7 @@ if (!all) {
 run(process.execPath, [path.join(__dirname, 'ensure-built.js')]);
 run('cargo', ['test', '--workspace', '--release']);
 run('cargo', ['test', '--release', '-p', 'native-ws', '--test', 'server'], { DDP_TRANSPORT_NATIVE_IO: 'inline' });
-const modes = all ? ['inline', 'threads'] : [process.env.DDP_TRANSPORT_NATIVE_IO || 'threads'];
+const modes = all ? ['inline', 'threads'] : [process.env.DDP_TRANSPORT_NATIVE_IO || 'inline'];
 for (const mode of modes) {
   console.error(`node:test suites, I/O mode ${mode} (DDP_TRANSPORT_NATIVE_IO=${mode})`);
   run(process.execPath, ['--test', ...args.filter((a) => a !== '--all'), ...files.map((f) => path.join('__test__', f))],

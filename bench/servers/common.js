@@ -251,7 +251,7 @@ class ShimSocket extends EventEmitter {
  *  `handlers` (open, message, close), listening on the bench port; exits as exitRules says. */
 function serveNative(handlers) {
   const { App } = require(pkgArg());
-  // The default I/O mode (DDP_TRANSPORT_NATIVE_IO, set by the *-inline rows, chooses another).
+  // The default I/O mode (DDP_TRANSPORT_NATIVE_IO, set by the *-threads rows, chooses another).
   const app = App(process.env.BENCH_ADMISSION === '0' ? { admission: false } : {});
   app.ws('/*', {
     compression: COMPRESS ? { ...METEOR_DEFLATE } : false,
