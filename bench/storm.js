@@ -8,7 +8,7 @@
 // refused / retried / failed counts and the server's peak RSS (VmHWM). Interleaved rounds, medians.
 //
 //   node bench/storm.js [--new 10000] [--existing 50] [--cost-ms 3] [--sources 8] [--rounds 3]
-//                       [--only native-attach,native-attach-noadm,ws,sockjs] [--timeout 120] [--out DIR]
+//                       [--only native-attach,native-attach-threads,native-attach-noadm,ws,sockjs] [--timeout 120] [--out DIR]
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -19,6 +19,7 @@ const ROOT = path.resolve(__dirname, '..');
 
 const SERVERS = [
   { name: 'native-attach', label: 'native (Meteor adapter), admission on', file: 'native-attach.js', env: {} },
+  { name: 'native-attach-threads', label: 'native (Meteor adapter), admission on, threaded I/O mode', file: 'native-attach.js', env: { DDP_TRANSPORT_NATIVE_IO: 'threads' } },
   { name: 'native-attach-noadm', label: 'native (Meteor adapter), admission off', file: 'native-attach.js', env: { BENCH_ADMISSION: '0' } },
   { name: 'native-attach-lag10', label: 'native (Meteor adapter), admission maxLagMs 10', file: 'native-attach.js', env: { BENCH_ADMISSION: '{"maxLagMs":10}' } },
   { name: 'native-attach-lag5', label: 'native (Meteor adapter), admission maxLagMs 5', file: 'native-attach.js', env: { BENCH_ADMISSION: '{"maxLagMs":5}' } },
@@ -29,7 +30,7 @@ const SERVERS = [
 
 function args() {
   const o = { new: 10000, existing: 50, costMs: 3, sources: 8, rounds: 3, timeout: 120, calm: 3,
-    only: ['native-attach', 'native-attach-noadm', 'ws', 'sockjs'], out: null };
+    only: ['native-attach', 'native-attach-threads', 'native-attach-noadm', 'ws', 'sockjs'], out: null };
   const a = process.argv.slice(2);
   for (let i = 0; i < a.length; i++) {
     const v = () => a[++i];
