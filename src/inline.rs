@@ -159,8 +159,8 @@ impl InlineHost {
             (uv.set_data)(h.poll, host as *mut c_void);
             (uv.unref)(h.poll);
             if !ok || (uv.poll_start)(h.poll, UV_READABLE, on_poll) != 0 {
-                // The server already hands connections to the driver: it must run. Stop it and
-                // say so (the app is unusable, as with any failed setup).
+                // Stop the driver: the server then keeps every connection on the I/O threads,
+                // and the app runs (and reports) the threaded mode.
                 InlineHost::stop(host);
                 InlineHost::release(host);
                 return None;

@@ -88,6 +88,11 @@ impl Signal {
         self.wake();
     }
 
+    /// False once the server shut down or the driver stopped.
+    pub(crate) fn is_open(&self) -> bool {
+        !self.closed.load(Acquire)
+    }
+
     /// µs from `epoch` to now (at least 1: 0 means none).
     fn now_us(&self) -> u64 {
         (self.epoch.elapsed().as_micros() as u64).max(1)
@@ -256,7 +261,7 @@ impl Inline {
 
     /// False once the server shut down (the consumer may stop watching the fd).
     pub fn is_open(&self) -> bool {
-        !self.signal.closed.load(Acquire)
+        self.signal.is_open()
     }
 
     /// Connections the driver serves.

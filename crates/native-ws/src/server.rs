@@ -326,7 +326,9 @@ async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAdd
         return;
     };
     #[cfg(target_os = "linux")]
-    if let Some(signal) = shared.inline.get().filter(|_| conn.deflate.is_none()) {
+    // A driver that stopped (the server shuts down, or its host could not start it) takes no
+    // more connections: they stay with the threaded driver.
+    if let Some(signal) = shared.inline.get().filter(|s| s.is_open() && conn.deflate.is_none()) {
         crate::inline::hand_over(signal, conn, stream, leftover, info, &shared.handler);
         return;
     }

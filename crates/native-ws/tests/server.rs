@@ -214,3 +214,19 @@ fn servers_that_share_a_port_both_bind_and_an_exclusive_one_is_refused() {
     let err = c.listen("127.0.0.1", port, false).unwrap_err();
     assert_eq!(err.kind(), std::io::ErrorKind::AddrInUse, "{err}");
 }
+
+/// A driver that stopped (its host could not watch its fd) takes no connections: they are served
+/// on the I/O threads, not closed.
+#[cfg(target_os = "linux")]
+#[tokio::test]
+async fn connections_stay_threaded_once_the_inline_driver_stopped() {
+    let echo = Arc::new(Echo::default());
+    let server = Server::new(1, echo.clone()).unwrap();
+    server.serve_inline().unwrap().shutdown();
+    server.add_route("/*", Behavior::default());
+    let port = server.listen("127.0.0.1", 0, false).unwrap().port();
+    let mut ws = client(port).await;
+    ws.write_frame(Frame::text(Payload::Borrowed(b"still served"))).await.unwrap();
+    let f = ws.read_frame().await.unwrap();
+    assert_eq!((f.opcode, &f.payload[..]), (OpCode::Text, &b"still served"[..]));
+}
