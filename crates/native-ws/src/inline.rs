@@ -121,7 +121,7 @@ impl Signal {
 ///   which the first wait sees), and the door opens at once when the load ends.
 impl Backlog for Signal {
     fn oldest_wait(&self) -> Duration {
-        if self.closed.load(Acquire) {
+        if !self.is_open() {
             return Duration::ZERO;
         }
         let end = self.turn_end.load(Relaxed);
@@ -154,7 +154,7 @@ impl Signal {
 /// consumer hears of it (its open event) from the driver's thread.
 pub(crate) fn hand_over(signal: &Arc<Signal>, conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, info: OpenInfo, handler: &Arc<dyn Handler>) {
     match stream.into_fd() {
-        Ok(fd) if !signal.closed.load(Acquire) => {
+        Ok(fd) if signal.is_open() => {
             let _ = conn.inline.set(signal.clone());
             signal.adopted.lock().unwrap().push(Adopted { conn, fd, initial, info });
             signal.wake();
