@@ -130,6 +130,69 @@ test('close() runs the close handler synchronously (1006); calls after it throw;
   app.close();
 });
 
+/** Runs in a worker: `n` times, connect to `port`, and once the client has the 101 ask the
+ *  HTTP server on `hport` to publish to the topic every open handler subscribes to. Reports how
+ *  many publishes found no subscriber and how many clients got nothing. */
+const OPEN_RACE_CLIENT = `
+const { workerData: { port, hport, n, ws: wsPath }, parentPort } = require('node:worker_threads');
+const http = require('node:http');
+const WebSocket = require(wsPath);
+const agent = new http.Agent({ keepAlive: true });
+let early = 0, missed = 0, i = 0;
+const one = () => {
+  if (i++ === n) { agent.destroy(); return parentPort.postMessage({ early, missed }); }
+  const ws = new WebSocket('ws://127.0.0.1:' + port + '/');
+  let got = false;
+  ws.on('message', () => { got = true; });
+  ws.on('open', () => http.get({ host: '127.0.0.1', port: hport, path: '/', agent }, (r) => {
+    let body = '';
+    r.on('data', (d) => { body += d; });
+    r.on('end', () => {
+      if (body === '0') early++;
+      setTimeout(() => { if (!got) missed++; ws.terminate(); one(); }, 5);
+    });
+  }));
+};
+one();
+`;
+
+/** The open race above against `impl` (this package's /uws or uWS.js itself), with an upgrade
+ *  handler or without. */
+async function openRace(impl, hook, n) {
+  const behavior = { open: (ws) => ws.subscribe('t') };
+  if (hook) {
+    behavior.upgrade = (res, req, context) => res.upgrade({}, req.getHeader('sec-websocket-key'),
+      req.getHeader('sec-websocket-protocol'), req.getHeader('sec-websocket-extensions'), context);
+  }
+  const app = impl.App().ws('/*', behavior);
+  const token = await new Promise((r) => app.listen('127.0.0.1', 0, r));
+  const server = require('http').createServer((req, res) => {
+    const subscribers = app.numSubscribers('t');
+    app.publish('t', 'x');
+    res.end(String(subscribers));
+  });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const { Worker } = require('worker_threads');
+  const w = new Worker(OPEN_RACE_CLIENT, { eval: true, workerData: { port: impl.us_socket_local_port(token), hport: server.address().port, n, ws: require.resolve('ws') } });
+  try {
+    return await new Promise((resolve, reject) => { w.once('message', resolve); w.once('error', reject); });
+  } finally {
+    await w.terminate();
+    server.close();
+    impl.us_listen_socket_close(token);
+    if (app.close) app.close();
+  }
+}
+
+test('open has run before anything a client does once it has the 101 reaches the app (with an upgrade handler and without), as in uWS.js', { timeout: 120000 }, async () => {
+  const N = 200;
+  const { uws: real } = await importRealUws();
+  for (const hook of [true, false]) {
+    assert.deepStrictEqual(await openRace(uws, hook, N), { early: 0, missed: 0 }, `upgrade handler: ${hook}`);
+    if (real) assert.deepStrictEqual(await openRace(real, hook, N), { early: 0, missed: 0 }, `uws-pack, upgrade handler: ${hook}`);
+  }
+});
+
 test('pub/sub: subscribe/isSubscribed/getTopics, subscription handler, ws.publish skips the sender, app.publish, numSubscribers, order with send', async () => {
   const subs = [];
   let app;

@@ -256,7 +256,7 @@ impl Conn {
 
     fn flush_locked(&self, ob: &mut Outbox) {
         ob.tick_bytes = 0;
-        if ob.io_busy || ob.state == State::Closed || ob.wire.is_empty() {
+        if ob.io_busy || ob.greeting || ob.state == State::Closed || ob.wire.is_empty() {
             return;
         }
         if ob.wire.has_jobs() {
@@ -288,6 +288,19 @@ impl Conn {
             ob.io_busy = true;
             self.request(CTL_WRITE);
         }
+    }
+
+    /// Handshake side, before the consumer hears of the connection: the 101 response is written
+    /// by the connection's task, first; until then the JS thread's frames wait in the queue
+    /// (sends succeed as usual). The consumer's open event is queued before the 101 leaves, so
+    /// its open handler runs before anything the client does after seeing the 101 reaches it.
+    pub(crate) fn greet(&self) {
+        self.lock().greeting = true;
+    }
+
+    /// Task side: the 101 response is written; the queue is written as usual from now on.
+    pub(crate) fn greeted(&self) {
+        self.lock().greeting = false;
     }
 
     pub(crate) fn wrote(&self, n: usize) {

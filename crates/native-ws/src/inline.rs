@@ -50,6 +50,8 @@ const SATURATED: f64 = 0.98;
 struct Adopted {
     conn: Arc<Conn>,
     fd: OwnedFd,
+    /// the 101 response, written by the driver after the open event is queued
+    hello: Vec<u8>,
     initial: Vec<u8>,
     info: OpenInfo,
 }
@@ -150,13 +152,21 @@ impl Signal {
     }
 }
 
-/// Hand an upgraded connection to the inline driver (I/O thread, right after the 101). The
-/// consumer hears of it (its open event) from the driver's thread.
-pub(crate) fn hand_over(signal: &Arc<Signal>, conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, info: OpenInfo, handler: &Arc<dyn Handler>) {
+/// Hand an upgraded connection to the inline driver (I/O thread, once the upgrade is accepted).
+/// The consumer hears of it (its open event) from the driver's thread, in the turn that writes
+/// the 101 response `hello`.
+pub(crate) fn hand_over(
+    signal: &Arc<Signal>,
+    conn: Arc<Conn>,
+    stream: Stream,
+    (hello, initial): (Vec<u8>, Vec<u8>),
+    info: OpenInfo,
+    handler: &Arc<dyn Handler>,
+) {
     match stream.into_fd() {
         Ok(fd) if signal.is_open() => {
             let _ = conn.inline.set(signal.clone());
-            signal.adopted.lock().unwrap().push(Adopted { conn, fd, initial, info });
+            signal.adopted.lock().unwrap().push(Adopted { conn, fd, hello, initial, info });
             signal.wake();
         }
         // The socket could not leave the I/O thread's poller (or the driver is gone): the
@@ -357,14 +367,17 @@ impl Inline {
         self.again.clear();
     }
 
-    /// A connection handed over: the consumer's open event, then its first bytes.
+    /// A connection handed over: the consumer's open event, the 101 response, then its first
+    /// bytes. The consumer's handler runs in this turn, so before anything the client does once
+    /// it has the 101.
     fn adopt(&mut self, a: Adopted, ready: &mut Vec<u32>) {
-        let Adopted { conn, fd, initial, info } = a;
+        let Adopted { conn, fd, hello, initial, info } = a;
         let id = conn.id;
         self.handler.open(&conn, info);
         let sock = Sock { fd, readable: Cell::new(false), writable: Cell::new(false), hung_up: Cell::new(false) };
         let raw = sock.fd.as_raw_fd();
         let mut task = Task::new(conn, self.handler.clone(), sock);
+        task.greet(hello);
         let both = mio::Interest::READABLE | mio::Interest::WRITABLE;
         if self.poll.registry().register(&mut SourceFd(&raw), Token(id as usize), both).is_err() {
             task.end(crate::task::abnormal());

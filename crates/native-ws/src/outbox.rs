@@ -183,6 +183,15 @@ impl Wire {
         frame.len()
     }
 
+    /// Queue bytes that are not a frame (the 101 response): they go out whole, before anything
+    /// queued after them, and are never cut (counted as a frame begun).
+    pub(crate) fn push_unbroken(&mut self, bytes: Bytes) {
+        self.insert(&[], Body::Shared(bytes));
+        if let Some(ins) = self.inserts.last_mut() {
+            ins.started = true;
+        }
+    }
+
     /// Queue a message to compress (its frame takes the place of the job once compressed).
     pub(crate) fn push_job(&mut self, job: Job) {
         self.insert(&[], Body::Job(job));
@@ -416,6 +425,9 @@ pub(crate) struct Outbox {
     pub job_data: Vec<u8>,
     /// the I/O task owns writing
     pub io_busy: bool,
+    /// the 101 response is not written yet: the JS thread queues, the task writes (see
+    /// [`crate::Conn::greet`])
+    pub greeting: bool,
     /// a send returned BACKPRESSURE: emit `drain` when the queue empties
     pub want_drain: bool,
     /// in the JS thread's list of sockets to flush
@@ -433,6 +445,7 @@ impl Outbox {
             wire: Wire::new(),
             job_data: Vec::new(),
             io_busy: false,
+            greeting: false,
             want_drain: false,
             dirty: false,
             tick_bytes: 0,

@@ -321,7 +321,7 @@ impl Drop for PendingGuard<'_> {
 async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAddr>, source: Source) {
     stream.set_nodelay();
     let accepted = tokio::time::timeout(HANDSHAKE_TIMEOUT, accept_upgrade(&shared, &mut stream, remote, source)).await;
-    let Ok(Some((conn, leftover, info))) = accepted else {
+    let Ok(Some((conn, hello, leftover, info))) = accepted else {
         // Refused (answered already) or too slow (slowloris): drop the socket.
         return;
     };
@@ -329,14 +329,14 @@ async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAdd
     // A driver that stopped (the server shuts down, or its host could not start it) takes no
     // more connections: they stay with the threaded driver.
     if let Some(signal) = shared.inline.get().filter(|s| s.is_open() && conn.deflate.is_none()) {
-        crate::inline::hand_over(signal, conn, stream, leftover, info, &shared.handler);
+        crate::inline::hand_over(signal, conn, stream, (hello, leftover), info, &shared.handler);
         return;
     }
     // A task of its own: an idle connection then carries none of the handshake's state.
-    tokio::spawn(task::run(conn, stream, leftover, shared.handler.clone(), info));
+    tokio::spawn(task::run(conn, stream, hello, leftover, shared.handler.clone(), info));
 }
 
-async fn refuse(shared: &Shared, stream: &mut Stream, e: HttpError) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+async fn refuse(shared: &Shared, stream: &mut Stream, e: HttpError) -> Option<Accepted> {
     refuse_with::<&str, &str>(shared, stream, e.status, None, &[], e.message).await
 }
 
@@ -347,7 +347,7 @@ async fn refuse_with<N: AsRef<str>, V: AsRef<str>>(
     reason: Option<&str>,
     headers: &[(N, V)],
     body: &str,
-) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+) -> Option<Accepted> {
     Stats::add(&shared.stats.upgrades_rejected, 1);
     let mut out = Vec::new();
     handshake::write_refusal(&mut out, status, reason, headers, body);
@@ -444,16 +444,21 @@ async fn await_decision(
     }
 }
 
+/// An accepted upgrade: the connection, its 101 response (not written yet: the connection's
+/// task writes it once the consumer's open event is queued), the bytes read past the request
+/// head, and what the open event tells.
+type Accepted = (Arc<Conn>, Vec<u8>, Vec<u8>, OpenInfo);
+
 /// The opening handshake of one connection: read the request head (unless Node parsed it),
-/// validate and route it, negotiate permessage-deflate, ask the upgrade hook, answer 101 and
-/// create the connection. `None` when the request was refused (already answered) or the peer
+/// validate and route it, negotiate permessage-deflate, ask the upgrade hook, compose the 101
+/// and create the connection. `None` when the request was refused (already answered) or the peer
 /// went away.
 async fn accept_upgrade(
     shared: &Shared,
     stream: &mut Stream,
     mut remote: Option<SocketAddr>,
     source: Source,
-) -> Option<(Arc<Conn>, Vec<u8>, OpenInfo)> {
+) -> Option<Accepted> {
     let mut proxied = None;
     let (req, mut leftover) = match source {
         #[cfg(unix)]
@@ -544,14 +549,14 @@ async fn accept_upgrade(
     let offered = offer.as_deref().unwrap_or(&upgrade.extensions);
     let negotiated = behavior.compression.as_ref().and_then(|c| extensions::negotiate(offered, c));
     let extensions = negotiated.as_ref().map(|n| n.response.clone());
-    let mut out = Vec::with_capacity(256);
-    handshake::write_101(&mut out, &upgrade.accept, protocol.as_deref(), extensions.as_deref(), &extra);
-    stream.write_all(&out).await.ok()?;
+    let mut hello = Vec::with_capacity(256);
+    handshake::write_101(&mut hello, &upgrade.accept, protocol.as_deref(), extensions.as_deref(), &extra);
     admitted.disarm(); // the open event carries it to the consumer now
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.opened();
     let id = ids::take();
     let conn = Arc::new(Conn::new(id, stream.raw(), behavior, negotiated, shared.stats.clone()));
+    conn.greet();
     let info = OpenInfo {
         route,
         token,
@@ -562,7 +567,7 @@ async fn accept_upgrade(
         protocol: protocol.unwrap_or_default(),
         extensions: extensions.unwrap_or_default(),
     };
-    Some((conn, leftover, info))
+    Some((conn, hello, leftover, info))
 }
 
 /// A listener on `addr` with SO_REUSEPORT (and SO_REUSEADDR, as std sets it): see [`Server::listen`].

@@ -103,6 +103,8 @@ pub(crate) struct Task<S: Socket> {
     /// boxed: only sockets compressing with context takeover have one (~150 bytes inline)
     deflater: Option<Box<Deflater>>,
     want_write: bool,
+    /// bytes of the 101 response not written yet (see [`Task::greet`])
+    greeting: u32,
     /// we failed the connection: after our close frame, wait for the peer's FIN before closing
     linger: bool,
     /// our side is shut down: read and discard until the peer's FIN (bounded by close_deadline)
@@ -137,6 +139,7 @@ impl<S: Socket> Task<S> {
             out: Taken::default(),
             deflater: None,
             want_write: false,
+            greeting: 0,
             linger: false,
             discard: false,
             finish: None,
@@ -147,8 +150,24 @@ impl<S: Socket> Task<S> {
         }
     }
 
-    /// Handle the bytes read past the HTTP head (frames the client sent right after it).
+    /// The 101 response, written first by [`Task::start`] (the consumer heard of the connection
+    /// before: see [`Conn::greet`]).
+    pub(crate) fn greet(&mut self, hello: Vec<u8>) {
+        if hello.is_empty() {
+            return;
+        }
+        self.greeting = hello.len() as u32;
+        self.out.wire.push_unbroken(hello.into());
+    }
+
+    /// Write the 101 response, then handle the bytes read past the HTTP head (frames the client
+    /// sent right after it).
     pub(crate) fn start(&mut self, initial: Vec<u8>) -> Option<Outcome> {
+        if self.greeting > 0 {
+            if let Some(out) = self.pump() {
+                return Some(out);
+            }
+        }
         if initial.is_empty() {
             return None;
         }
@@ -436,7 +455,7 @@ impl<S: Socket> Task<S> {
                 }
             }
             match write_once(&self.stream, &mut self.out) {
-                Ok(n) => self.conn.wrote(n),
+                Ok(n) => self.wrote(n),
                 Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
                     self.want_write = true;
                     return None;
@@ -445,6 +464,18 @@ impl<S: Socket> Task<S> {
                 Err(_) => return Some(self.finish.take().filter(|_| !self.reading).unwrap_or_else(abnormal)),
             }
         }
+    }
+
+    /// `n` bytes are written: the 101 response's first, then the queue's.
+    fn wrote(&mut self, n: usize) {
+        let hello = n.min(self.greeting as usize);
+        if hello > 0 {
+            self.greeting -= hello as u32;
+            if self.greeting == 0 {
+                self.conn.greeted();
+            }
+        }
+        self.conn.wrote(n - hello);
     }
 
     /// Everything queued is written: a close handshake we answered (or failed) is complete.

@@ -9,28 +9,30 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
-/// Run an upgraded connection until it closes; `initial` are bytes read past the HTTP head.
+/// Run an upgraded connection until it closes: the open event, then the 101 response `hello`,
+/// then the bytes read past the HTTP head (`initial`).
 /// The open event is handed to the consumer here, before the future exists: an async fn keeps its
 /// arguments for its whole life, and `info` would then weigh on every idle connection.
 pub(crate) fn run(
     conn: Arc<Conn>,
     stream: Stream,
+    hello: Vec<u8>,
     initial: Vec<u8>,
     handler: Arc<dyn Handler>,
     info: OpenInfo,
 ) -> impl std::future::Future<Output = ()> {
     handler.open(&conn, info);
     handler.flush();
-    run_open(conn, stream, initial, handler)
-}
-
-async fn run_open(conn: Arc<Conn>, stream: Stream, initial: Vec<u8>, handler: Arc<dyn Handler>) {
     let mut task = Task::new(conn, handler, stream);
-    let out = match task.start(initial) {
-        Some(out) => out,
-        None => task.main().await,
-    };
-    task.end(out);
+    task.greet(hello);
+    // An async block, not an async fn taking the task: that would keep the task twice.
+    async move {
+        let out = match task.start(initial) {
+            Some(out) => out,
+            None => task.main().await,
+        };
+        task.end(out);
+    }
 }
 
 impl Task<Stream> {
