@@ -465,13 +465,13 @@ test('the pipe path (Windows\' only path; DDP_TRANSPORT_NATIVE_SAME_PORT=pipe el
   await deadline(serverClosed, 5000, 'the server\'s close once the client is gone');
 });
 
-test('DDP_TRANSPORT_NATIVE_SAME_PORT with another value than fd or pipe: attach throws naming it, nothing attached', { timeout: 10000 }, async (t) => {
+test('DDP_TRANSPORT_NATIVE_SAME_PORT with another value than fd, upgrade or pipe: attach throws naming it, nothing attached', { timeout: 10000 }, async (t) => {
   const s = scope(t);
   const { server } = await startHttp(t);
   const app = s.trackApp(App());
   app.ws('/websocket', {});
   await withSamePort('dup', () => {
-    assert.throws(() => app.attach(server), /DDP_TRANSPORT_NATIVE_SAME_PORT must be "fd" .* or "pipe" .*, got "dup"/);
+    assert.throws(() => app.attach(server), /DDP_TRANSPORT_NATIVE_SAME_PORT must be "fd" .*, "upgrade" .* or "pipe" .*, got "dup"/);
   });
   assert.equal(server.listenerCount('upgrade'), 0);
   await withSamePort('fd', () => app.attach(server));

@@ -73,6 +73,10 @@ class TemplatedApp {
     this._closed = false;
     this._drainWaiters = [];
     this._pendingUpgrades = new Map(); // token → the upgrade's res, until answered or aborted
+    // connections an attached server accepted that the core examines (lib/first-look.js):
+    // token → what to do with Node's handle once it is decided
+    this._examining = new Map();
+    this._nextExamine = 1;
     this._updateRef();
   }
 
@@ -221,6 +225,12 @@ class TemplatedApp {
           }
         } else if (kind === Event.UPGRADE) {
           this._upgrade(v);
+        } else if (kind === Event.CLAIMED || kind === Event.RETURNED) {
+          const done = this._examining.get(v);
+          if (done !== undefined) {
+            this._examining.delete(v);
+            done(kind === Event.CLAIMED ? 'claimed' : 'returned');
+          }
         } else if (kind === Event.ABORTED) {
           const res = this._pendingUpgrades.get(v);
           if (res !== undefined) res._abort();
@@ -417,6 +427,9 @@ class TemplatedApp {
     for (const ws of open) if (!ws._ending) native.end(ws._h, 1001, 'server closing');
     native.flushAll();
     this._native.close();
+    // Connections still examined: the core let go of its copy; Node's is closed unanswered.
+    for (const done of this._examining.values()) done('closed');
+    this._examining.clear();
     for (const ws of open) native.forget(ws._h);
     this._sockets.clear();
     for (const ws of open) {

@@ -7,23 +7,32 @@
 // (TLS terminated in Node) are piped to the core's internal loopback listener instead; so is
 // every socket on Windows, where Node gives JS no socket handle (docs/windows.md).
 //
-// DDP_TRANSPORT_NATIVE_SAME_PORT=pipe (read at attach) pipes every socket, as on Windows: for
-// measuring that path on Linux (bench transport native-attach-pipe) or to avoid fd adoption.
-// `fd` (or unset) is the default: adopt where Node has an fd.
+// Before that, where Node has an fd (Unix, Node), the core looks first at each new connection
+// (lib/first-look.js): a connection whose first request is an upgrade on our paths never reaches
+// Node's HTTP layer; the `upgrade` event then serves upgrades that come later on a keep-alive
+// connection, and the sockets the first look cannot see (TLS, Windows, Bun, Deno).
+//
+// DDP_TRANSPORT_NATIVE_SAME_PORT (read at attach): `fd` (or unset), the default: the first look,
+// then adoption in the `upgrade` event where Node has an fd. `upgrade`: no first look (every
+// upgrade goes through Node's parser and the `upgrade` event; for measuring that path: bench
+// transport native-attach-upgrade). `pipe`: pipe every socket, as on Windows (bench transport
+// native-attach-pipe), or to avoid fd adoption.
 
 const net = require('net');
+const tls = require('tls');
 const { native } = require('./constants');
+const { lookFirst, stopLooking } = require('./first-look');
 const { nativeError } = require('./options');
 const { requireProxyHeaders, releaseProxyHeaders, proxiedPeer } = require('./proxy-header');
 
 const SAME_PORT_VARIABLE = 'DDP_TRANSPORT_NATIVE_SAME_PORT';
 
-/** true when DDP_TRANSPORT_NATIVE_SAME_PORT asks for the pipe on every socket. */
-function pipeOnly() {
+/** DDP_TRANSPORT_NATIVE_SAME_PORT: 'fd' (the default), 'upgrade' or 'pipe'. */
+function samePortMode() {
   const v = process.env[SAME_PORT_VARIABLE];
-  if (v === undefined || v === '' || v === 'fd') return false;
-  if (v === 'pipe') return true;
-  throw new Error(`${SAME_PORT_VARIABLE} must be "fd" (the default: adopt the socket's fd where Node has one) or "pipe" (pipe every socket to the internal listener, as on Windows), got ${JSON.stringify(v)}`);
+  if (v === undefined || v === '' || v === 'fd') return 'fd';
+  if (v === 'pipe' || v === 'upgrade') return v;
+  throw new Error(`${SAME_PORT_VARIABLE} must be "fd" (the default: the core looks first at each new connection and adopts the socket's fd where Node has one), "upgrade" (adopt only in the server's upgrade event, after Node parsed the request) or "pipe" (pipe every socket to the internal listener, as on Windows), got ${JSON.stringify(v)}`);
 }
 
 function rethrow(err) {
@@ -45,9 +54,12 @@ function requestPath(url) {
  * Returns the record `detach` needs.
  */
 function attach(app, server, paths, { proxyProtocol = false } = {}) {
-  const pipe = pipeOnly();
+  const mode = samePortMode();
+  const pipe = mode === 'pipe';
   // Before the upgrade listener: a connection's PROXY header is read before Node parses it.
   const proxy = proxyProtocol ? requireProxyHeaders(server) : null;
+  // Before both: the core's first look (its bytes are TLS records on a TLS server).
+  const look = mode === 'fd' && !(server instanceof tls.Server) ? lookFirst(app, server, paths, proxyProtocol) : null;
   const previous = server.listeners('upgrade').slice();
   server.removeAllListeners('upgrade');
   const onUpgrade = (req, socket, head) => {
@@ -76,12 +88,13 @@ function attach(app, server, paths, { proxyProtocol = false } = {}) {
     return serverClose.apply(this, args);
   };
   server.close = close;
-  return { server, onUpgrade, onClose, previous, proxy, close, ownClose };
+  return { server, onUpgrade, onClose, previous, proxy, look, close, ownClose };
 }
 
 /** Undo `attach`: the listeners that were there before get the server's upgrades (and, with
  *  proxyProtocol, its connections) back. */
-function detach({ server, onUpgrade, onClose, previous, proxy, close, ownClose }) {
+function detach({ server, onUpgrade, onClose, previous, proxy, look, close, ownClose }) {
+  if (look !== null) stopLooking(look);
   server.removeListener('upgrade', onUpgrade);
   server.removeListener('close', onClose);
   if (server.close === close) {

@@ -25,6 +25,8 @@ const Event = Object.freeze({
   PING: c.event.ping,
   PONG: c.event.pong,
   ABORTED: c.event.aborted,
+  CLAIMED: c.event.claimed,
+  RETURNED: c.event.returned,
   KINDS: c.event.kinds,
 });
 

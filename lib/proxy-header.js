@@ -10,6 +10,7 @@
 
 const net = require('net');
 const { native, HANDSHAKE_TIMEOUT_MS } = require('./constants');
+const { lookedSince } = require('./first-look');
 
 /** On a socket: the client its PROXY header named ({ address, port }), for attach's adopt. */
 const PROXIED = Symbol('ddp-transport-native.proxied');
@@ -35,7 +36,10 @@ function setPeer(socket, address, port) {
  *  header is invalid, the peer leaves or the handshake timeout passes first. */
 function readHeader(socket, next) {
   let buf = null;
-  const timer = setTimeout(() => socket.destroy(), HANDSHAKE_TIMEOUT_MS);
+  // The time the core's first look at the connection took (lib/first-look.js) is part of it.
+  const since = lookedSince(socket);
+  const left = since === undefined ? HANDSHAKE_TIMEOUT_MS : Math.max(0, HANDSHAKE_TIMEOUT_MS - (performance.now() - since));
+  const timer = setTimeout(() => socket.destroy(), left);
   const stop = () => {
     clearTimeout(timer);
     socket.removeListener('data', onData);

@@ -4,7 +4,9 @@
 //   1. the core API: an App echoing over a `ws` client with permessage-deflate: a text message,
 //      a binary one, and a large compressible one (compressed both ways, checked in app.stats());
 //   2. the Meteor adapter: createNativeTransport().setup(httpServer, '', {}) on an http.Server,
-//      a minimal DDP session answering {"msg":"connect"} with {"msg":"connected"}.
+//      a minimal DDP session answering {"msg":"connect"} with {"msg":"connected"}, a plain GET
+//      on the same port answered by the server's handler, and (Unix) the upgrade taken before
+//      Node's HTTP layer saw the connection.
 // Prints one line starting with "SMOKE OK" and exits 0, or prints the failure and exits 1.
 // Bounded: the whole run is killed after 30 s.
 
@@ -76,6 +78,10 @@ async function meteorConnect() {
     res.writeHead(404);
     res.end();
   });
+  // Where the core looks first at each new connection (Unix), the WebSocket never reaches Node's
+  // HTTP layer: the server's 'connection' event is the plain GET's only.
+  let connections = 0;
+  server.on('connection', () => connections++);
   const events = createNativeTransport().setup(server, '', {});
   events.on('connection', (socket) => {
     socket.on('data', (raw) => {
@@ -90,10 +96,19 @@ async function meteorConnect() {
   const m = JSON.parse((await nextMessage(ws)).data.toString());
   assert.equal(m.msg, 'connected');
   assert.equal(typeof m.session, 'string');
+  const status = await new Promise((resolve, reject) => {
+    http.get({ host: '127.0.0.1', port: server.address().port, path: '/', agent: false }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    }).on('error', reject);
+  });
+  assert.equal(status, 404);
+  const firstLook = process.platform !== 'win32';
+  if (firstLook) assert.equal(connections, 1, 'the upgrade never reached Node\'s HTTP layer');
   ws.close();
   await new Promise((resolve) => ws.once('close', resolve));
   await new Promise((resolve) => server.close(resolve));
-  return 'Meteor adapter: DDP connect → connected';
+  return `Meteor adapter: DDP connect → connected, plain HTTP on the same port → 404${firstLook ? ', the upgrade taken before Node\'s HTTP parser' : ''}`;
 }
 
 (async () => {

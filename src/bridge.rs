@@ -112,6 +112,10 @@ pub enum EventKind {
     Pong = 7,
     /// the client of an upgrade waiting for a decision went away
     Aborted = 8,
+    /// a connection given to `examine` is the core's now (the value: its token)
+    Claimed = 9,
+    /// a connection given to `examine` is Node's again, unread (the value: its token)
+    Returned = 10,
 }
 
 impl EventKind {
@@ -133,6 +137,7 @@ enum Event {
     /// a ping or pong received (routes with `report_control`; at most 125 bytes, kept inline)
     Control { id: u32, pong: bool, payload: Vec<u8> },
     Aborted(u64),
+    Examined(u64, bool),
 }
 
 impl Event {
@@ -141,7 +146,7 @@ impl Event {
         match self {
             Event::Open(conn, _) => Some(conn.id),
             Event::Message { id, .. } | Event::Drain(id) | Event::Close(id, ..) | Event::Control { id, .. } => Some(*id),
-            Event::Upgrade(_) | Event::Aborted(_) => None,
+            Event::Upgrade(_) | Event::Aborted(_) | Event::Examined(..) => None,
         }
     }
 }
@@ -460,6 +465,10 @@ impl Handler for Bridge {
 
     fn upgrade_aborted(&self, token: u64) {
         self.push(Event::Aborted(token));
+    }
+
+    fn examined(&self, token: u64, mine: bool) {
+        self.push(Event::Examined(token, mine));
     }
 
     fn control(&self, conn: &Arc<Conn>, payload: &[u8], pong: bool) {

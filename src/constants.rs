@@ -28,6 +28,8 @@ pub struct EventKinds {
     pub ping: u32,
     pub pong: u32,
     pub aborted: u32,
+    pub claimed: u32,
+    pub returned: u32,
     /// `tag = id * kinds + kind`
     pub kinds: u32,
 }
@@ -119,6 +121,8 @@ pub fn constants() -> Constants {
             ping: EventKind::Ping as u32,
             pong: EventKind::Pong as u32,
             aborted: EventKind::Aborted as u32,
+            claimed: EventKind::Claimed as u32,
+            returned: EventKind::Returned as u32,
             kinds: EventKind::COUNT,
         },
         route_defaults: RouteDefaults {

@@ -178,6 +178,9 @@ fn io_error(e: std::io::Error) -> Error {
 pub struct NativeApp {
     server: Option<Server>,
     bridge: Arc<Bridge>,
+    /// what `claim` registered, by index (see native_ws::peek)
+    #[cfg(unix)]
+    claims: Vec<Arc<native_ws::peek::Claim>>,
     /// the inline I/O mode, when it runs (see inline.rs)
     #[cfg(target_os = "linux")]
     inline: Option<*mut inline::InlineHost>,
@@ -202,6 +205,8 @@ impl NativeApp {
         Ok(NativeApp {
             server: Some(server),
             bridge,
+            #[cfg(unix)]
+            claims: Vec::new(),
             #[cfg(target_os = "linux")]
             inline,
         })
@@ -258,6 +263,61 @@ impl NativeApp {
             port: addr.port() as u32,
             secret,
         })
+    }
+
+    /// Claim WebSocket upgrades on `paths` among the connections an attached server accepts
+    /// (after a PROXY header when `proxy_protocol`); returns the claim for `examine`. Unix only.
+    #[napi]
+    pub fn claim(&mut self, paths: Vec<String>, proxy_protocol: bool) -> u32 {
+        #[cfg(unix)]
+        {
+            self.claims.push(Arc::new(native_ws::peek::Claim { paths, proxy_protocol }));
+            (self.claims.len() - 1) as u32
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (paths, proxy_protocol);
+            0
+        }
+    }
+
+    /// One look, without waiting, at what a connection Node accepted holds now (see
+    /// native_ws::peek::look_now): 0 not decided yet (then `examine` it), 1 an upgrade on
+    /// `claim`'s paths, 2 anything else (Node's, nothing read). Unix only.
+    #[napi]
+    pub fn look_now(&self, fd: i32, claim: u32) -> Result<u32> {
+        #[cfg(unix)]
+        {
+            use native_ws::peek::Verdict;
+            let claim = self.claims.get(claim as usize).ok_or_else(|| Error::new(Status::InvalidArg, format!("lookNow: no claim {claim}")))?;
+            Ok(match native_ws::peek::look_now(fd, claim) {
+                Verdict::Wait => 0,
+                Verdict::Mine => 1,
+                Verdict::Theirs => 2,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (fd, claim);
+            Ok(2)
+        }
+    }
+
+    /// Examine a connection Node accepted before Node reads it: its fd (duplicated here) and
+    /// `claim`'s paths. A `claimed` or `returned` event with `token` follows (see
+    /// native_ws::Server::examine). Unix only; a call elsewhere throws.
+    #[napi]
+    pub fn examine(&self, fd: i32, claim: u32, token: f64) -> Result<()> {
+        #[cfg(unix)]
+        {
+            let claim = self.claims.get(claim as usize).ok_or_else(|| Error::new(Status::InvalidArg, format!("examine: no claim {claim}")))?;
+            self.server()?.examine(fd, claim.clone(), token as u64).map_err(io_error)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (fd, claim, token);
+            Err(Error::new(Status::GenericFailure, "examine: Node has no socket fd to hand over on this platform".to_owned()))
+        }
     }
 
     /// Take over a socket from Node: its fd (duplicated here), the request head Node parsed

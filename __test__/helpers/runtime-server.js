@@ -85,8 +85,12 @@ const server = http.createServer((req, res) => {
 same.attach(server);
 // What attach() looks at on an upgrade (lib/attach.js takeOver): `socket._handle.fd`. Only observed
 // here, by a listener put in front of attach()'s (it answers no upgrade itself).
+// Under Node the core takes each upgrade at its first look at the connection (lib/first-look.js):
+// no upgrade event then.
 let socketShape = null;
+let upgradeEvents = 0;
 server.prependListener('upgrade', (req, socket) => {
+  upgradeEvents++;
   if (socketShape !== null) return;
   const h = socket._handle;
   const none = h === undefined || h === null;
@@ -106,7 +110,7 @@ function samePort() {
   const accepted = same.stats() ? same.stats().upgradesAccepted : 0;
   let path = 'none';
   if (accepted > 0) path = same._internal !== null && same._internal !== undefined ? 'pipe' : 'fd';
-  return { path, socket: socketShape, internalPort: same._internal ? same._internal.port : null };
+  return { path, socket: socketShape, upgradeEvents, internalPort: same._internal ? same._internal.port : null };
 }
 
 // ---- start ----------------------------------------------------------------------------------------

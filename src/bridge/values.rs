@@ -114,6 +114,10 @@ pub(super) unsafe fn event_values(
             (tag(id, kind), js_buffer(env, &payload)?)
         }
         Event::Aborted(token) => (tag(0, EventKind::Aborted), js_number(env, token as f64)?),
+        Event::Examined(token, mine) => {
+            let kind = if mine { EventKind::Claimed } else { EventKind::Returned };
+            (tag(0, kind), js_number(env, token as f64)?)
+        }
         Event::Open(conn, info) => {
             let id = conn.id;
             sockets::insert(conn);

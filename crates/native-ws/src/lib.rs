@@ -33,6 +33,8 @@ pub mod config;
 pub mod conn;
 pub mod cork;
 pub mod deflate;
+#[cfg(unix)]
+pub mod peek;
 mod deflate_cache;
 mod outbox;
 mod spare;

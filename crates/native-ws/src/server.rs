@@ -86,6 +86,10 @@ enum Source {
     Socket,
     /// read it from the socket after the internal listener's preamble
     Preamble,
+    /// read it from the socket, after a PROXY header when the flag says so (a connection of an
+    /// attached server the core claimed: [`Server::examine`])
+    #[cfg(unix)]
+    Door(bool),
     /// Node already parsed it; these bytes followed the head; the client a PROXY header read by
     /// the consumer named (see [`Server::adopt`], unix only)
     #[cfg(unix)]
@@ -239,6 +243,37 @@ impl Server {
             // listener drops a failed accept.
             let Ok((stream, remote)) = Stream::adopt(owned) else { return };
             serve(shared, stream, remote, Source::Parsed(req, head, proxied)).await;
+        });
+        Ok(())
+    }
+
+    /// Examine a connection the consumer's HTTP server accepted, before that server reads it
+    /// (see [`crate::peek`]): `fd` is duplicated here (the caller keeps its own); an upgrade on
+    /// the claimed paths is then served as on the own listener, anything else is left unread.
+    /// Either way the handler hears [`Handler::examined`] with `token`; the caller closes its fd
+    /// when the core took the connection, else gives the connection to its HTTP server.
+    #[cfg(unix)]
+    pub fn examine(&self, fd: RawFd, claim: Arc<crate::peek::Claim>, token: u64) -> io::Result<()> {
+        // SAFETY: the caller guarantees `fd` is an open socket for the duration of this call.
+        let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+        let shared = self.shared.clone();
+        self.rt().spawn(async move {
+            let Ok((stream, remote)) = Stream::adopt(owned) else {
+                shared.handler.examined(token, false);
+                shared.handler.flush();
+                return;
+            };
+            if crate::peek::examine(&stream, &claim).await != crate::peek::Verdict::Mine {
+                // Deregistered and closed before the caller hears: its own fd then has the
+                // connection alone.
+                drop(stream);
+                shared.handler.examined(token, false);
+                shared.handler.flush();
+                return;
+            }
+            shared.handler.examined(token, true);
+            shared.handler.flush();
+            serve(shared, stream, remote, Source::Door(claim.proxy_protocol)).await;
         });
         Ok(())
     }
@@ -466,10 +501,15 @@ async fn accept_upgrade(
             proxied = p;
             (req, head)
         }
-        Source::Socket | Source::Preamble => {
+        Source::Socket | Source::Preamble | Source::Door(_) => {
             let preamble = matches!(source, Source::Preamble);
+            let proxy_header = match source {
+                Source::Door(p) => p,
+                Source::Socket => shared.proxy_protocol.load(Relaxed),
+                _ => false,
+            };
             let mut early = Vec::new();
-            if !preamble && shared.proxy_protocol.load(Relaxed) {
+            if proxy_header {
                 // No valid header (or the peer left): close without an answer.
                 (proxied, early) = proxy::read_header(stream).await?;
             }

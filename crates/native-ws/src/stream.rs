@@ -95,6 +95,16 @@ impl Stream {
         }
     }
 
+    /// Readable, or the peer shut down its side (`is_read_closed`: data may still be queued).
+    pub(crate) async fn read_ready(&self) -> io::Result<tokio::io::Ready> {
+        let interest = tokio::io::Interest::READABLE;
+        match self {
+            Stream::Tcp(s) => s.ready(interest).await,
+            #[cfg(unix)]
+            Stream::Unix(s) => s.ready(interest).await,
+        }
+    }
+
     pub(crate) async fn writable(&self) -> io::Result<()> {
         match self {
             Stream::Tcp(s) => s.writable().await,
