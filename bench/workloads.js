@@ -53,6 +53,12 @@ const TRANSPORTS = [
     command: nodeServer('native-attach.js'), env: { DDP_TRANSPORT_NATIVE_SAME_PORT: 'pipe' },
     unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true,
     workloads: ['burst', 'rtt', 'throughput', 'throughput-coalesced', 'fanout', 'idle', 'app-rate'] },
+  // Upgrades through Node's HTTP parser and the server's upgrade event (no first look at new
+  // connections): the ratio to native-attach is what the first look saves.
+  { name: 'native-attach-upgrade', description: "native-attach with DDP_TRANSPORT_NATIVE_SAME_PORT=upgrade: every upgrade parsed by Node's HTTP layer and handed over in the server's upgrade event, instead of taken at the core's first look at the connection",
+    command: nodeServer('native-attach.js'), env: { DDP_TRANSPORT_NATIVE_SAME_PORT: 'upgrade' },
+    unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true,
+    workloads: ['burst', 'rtt', 'idle', 'app-rate'] },
   { name: 'native-listen', description: "ddp-transport-native's own listener: App().ws('/*') + a thin socket shim",
     command: nodeServer('native-listen.js'), unavailable: (r) => ddpMissing(r) || nativeAddonMissing(r), compression: true },
   // The native rows run the default I/O mode (inline, on Linux); these run the threaded one (an I/O
