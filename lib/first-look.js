@@ -66,8 +66,8 @@ function wrap(state) {
 
 /**
  * Look first at every connection `server` accepts from now on (and after each listen()), for
- * upgrades on `paths`; returns the record `stopLooking` needs, or null where there is nothing to
- * look at (a server without a listening handle of Node's: Bun, Deno).
+ * upgrades on `paths`; returns the record `stopLooking` needs. A server without a listening
+ * handle of Node's (Bun, Deno) is never wrapped: its upgrades keep the `upgrade` event.
  */
 function lookFirst(app, server, paths, proxyProtocol) {
   const state = { app, server, claim: app._native.claim(paths, proxyProtocol), handles: [], onListening: null };

@@ -89,7 +89,7 @@ enum Source {
     /// read it from the socket, after a PROXY header when the flag says so (a connection of an
     /// attached server the core claimed: [`Server::examine`])
     #[cfg(unix)]
-    Door(bool),
+    Claimed(bool),
     /// Node already parsed it; these bytes followed the head; the client a PROXY header read by
     /// the consumer named (see [`Server::adopt`], unix only)
     #[cfg(unix)]
@@ -258,22 +258,17 @@ impl Server {
         let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
         let shared = self.shared.clone();
         self.rt().spawn(async move {
-            let Ok((stream, remote)) = Stream::adopt(owned) else {
-                shared.handler.examined(token, false);
-                shared.handler.flush();
-                return;
+            // Not ours: the copy is deregistered and closed here, before the caller hears, so its
+            // own fd then has the connection alone.
+            let claimed = match Stream::adopt(owned) {
+                Ok((stream, remote)) => (crate::peek::examine(&stream, &claim).await == crate::peek::Verdict::Mine).then_some((stream, remote)),
+                Err(_) => None,
             };
-            if crate::peek::examine(&stream, &claim).await != crate::peek::Verdict::Mine {
-                // Deregistered and closed before the caller hears: its own fd then has the
-                // connection alone.
-                drop(stream);
-                shared.handler.examined(token, false);
-                shared.handler.flush();
-                return;
-            }
-            shared.handler.examined(token, true);
+            shared.handler.examined(token, claimed.is_some());
             shared.handler.flush();
-            serve(shared, stream, remote, Source::Door(claim.proxy_protocol)).await;
+            if let Some((stream, remote)) = claimed {
+                serve(shared, stream, remote, Source::Claimed(claim.proxy_protocol)).await;
+            }
         });
         Ok(())
     }
@@ -501,10 +496,10 @@ async fn accept_upgrade(
             proxied = p;
             (req, head)
         }
-        Source::Socket | Source::Preamble | Source::Door(_) => {
+        Source::Socket | Source::Preamble | Source::Claimed(_) => {
             let preamble = matches!(source, Source::Preamble);
             let proxy_header = match source {
-                Source::Door(p) => p,
+                Source::Claimed(p) => p,
                 Source::Socket => shared.proxy_protocol.load(Relaxed),
                 _ => false,
             };
