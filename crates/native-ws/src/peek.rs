@@ -162,22 +162,18 @@ async fn peek_until_decided(stream: &Stream, claim: &Claim) -> Verdict {
 #[must_use]
 pub fn look_now(fd: crate::stream::RawSock, claim: &Claim) -> Verdict {
     let mut buf = [0u8; FIRST_PEEK];
-    // SAFETY: `buf` is valid for its length; `fd` is the caller's open socket.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
-    match n {
-        0 => Verdict::Theirs, // ended already: the HTTP server sees to it
-        n if n > 0 => claim.verdict(&buf[..n as usize]),
-        _ => match io::Error::last_os_error().kind() {
-            io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted => Verdict::Wait,
-            _ => Verdict::Theirs,
-        },
+    match peek(fd, &mut buf) {
+        Ok(0) => Verdict::Theirs, // ended already: the HTTP server sees to it
+        Ok(n) => claim.verdict(&buf[..n]),
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Verdict::Wait,
+        Err(_) => Verdict::Theirs,
     }
 }
 
-/// Copy the bytes queued on `fd` into `buf` without consuming them.
+/// Copy the bytes queued on `fd` into `buf` without consuming them, never waiting.
 fn peek(fd: crate::stream::RawSock, buf: &mut [u8]) -> io::Result<usize> {
     // SAFETY: `buf` is valid for `buf.len()` bytes; `fd` is a socket of the caller's stream.
-    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK) };
+    let n = unsafe { libc::recv(fd, buf.as_mut_ptr().cast(), buf.len(), libc::MSG_PEEK | libc::MSG_DONTWAIT) };
     if n < 0 {
         Err(io::Error::last_os_error())
     } else {
