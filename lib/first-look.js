@@ -14,6 +14,8 @@
 //   server gets the same call from the cluster module, on the handle its listen() made.
 // - `clientHandle.fd`: the accepted TCP or pipe handle's fd (-1 on Windows: no first look).
 // - `clientHandle.close()`: closes Node's fd, nothing else (the handle was never read).
+// - Node reads nothing from the handle before it makes a net.Socket of it: until then the core may
+//   watch the fd for readability in its own epoll (the inline mode) without Node's loop seeing it.
 
 /** On a listening handle: the state whose wrapper replaced its onconnection. */
 const WRAPPED = Symbol('ddp-transport-native.firstLook');
@@ -27,8 +29,9 @@ function lookedSince(socket) {
   return handle == null ? undefined : handle[LOOKED_SINCE];
 }
 
-/** lookNow's answer for a connection that is Node's (0: not decided yet, 1: ours). */
-const THEIRS = 2;
+/** lookNow's answers: not decided yet, ours, Node's. */
+const WAIT = 0;
+const MINE = 1;
 
 /** Whether `clientHandle` has an fd the core can take. */
 function hasFd(clientHandle) {
@@ -44,7 +47,19 @@ function wrap(state) {
   handle.onconnection = function onconnection(err, clientHandle) {
     if (err || app._closed || !hasFd(clientHandle)) return original.call(this, err, clientHandle);
     // What has arrived by now usually decides: anything but our upgrade goes to Node at once.
-    if (app._native.lookNow(clientHandle.fd, claim) === THEIRS) return original.call(this, err, clientHandle);
+    const now = app._native.lookNow(clientHandle.fd, claim);
+    if (now === MINE) {
+      try {
+        app._native.take(clientHandle.fd, claim);
+      } catch {
+        // Only dup() can fail (EMFILE): Node's own handling then has the connection.
+        return original.call(this, err, clientHandle);
+      }
+      clientHandle.close();
+      return undefined;
+    }
+    if (now !== WAIT) return original.call(this, err, clientHandle);
+    // Not decided yet: the core waits for the first bytes (on this thread in the inline mode).
     const token = app._nextExamine++;
     try {
       app._native.examine(clientHandle.fd, claim, token);

@@ -102,6 +102,8 @@ pub struct InlineHost {
     env: sys::napi_env,
     uv_loop: *mut sys::uv_loop_s,
     driver: RefCell<Option<Inline>>,
+    /// when the timer is due (None: stopped)
+    due: std::cell::Cell<Option<std::time::Instant>>,
     /// the last load sample: when, and the loop's idle time then (ns)
     load_sample: std::cell::Cell<(std::time::Instant, u64)>,
     bridge: Arc<Bridge>,
@@ -138,6 +140,7 @@ impl InlineHost {
             env,
             uv_loop: lp,
             driver: RefCell::new(Some(driver)),
+            due: std::cell::Cell::new(None),
             load_sample: std::cell::Cell::new((std::time::Instant::now(), idle)),
             bridge,
             poll: alloc_handle(uv, UV_POLL),
@@ -257,17 +260,39 @@ impl InlineHost {
         }
         sys::napi_close_handle_scope(env, scope);
         if self.driver.borrow().is_some() {
-            let uv = uv().expect("resolved at start");
-            match next {
-                Some(at) => {
-                    let ms = at.saturating_duration_since(std::time::Instant::now()).as_millis() as u64;
-                    (uv.timer_start)(self.timer, on_timer, ms + 1, 0);
-                }
-                None => {
-                    (uv.timer_stop)(self.timer);
-                }
+            self.arm(next);
+        }
+    }
+
+    /// Run a turn at `at` (None: no deadline), unless the fd wakes the driver first.
+    unsafe fn arm(&self, at: Option<std::time::Instant>) {
+        let uv = uv().expect("resolved at start");
+        self.due.set(at);
+        match at {
+            Some(at) => {
+                let ms = at.saturating_duration_since(std::time::Instant::now()).as_millis() as u64;
+                (uv.timer_start)(self.timer, on_timer, ms + 1, 0);
+            }
+            None => {
+                (uv.timer_stop)(self.timer);
             }
         }
+    }
+
+    /// Wait on this thread for the first bytes of a connection Node accepted (see
+    /// `Inline::watch`); the verdict comes as the `examined` event of a later turn. Err when the
+    /// driver cannot (stopped, or inside its own turn): the caller examines elsewhere.
+    pub fn watch(&self, fd: i32, claim: Arc<native_ws::peek::Claim>, token: u64) -> std::io::Result<()> {
+        let mut driver = self.driver.try_borrow_mut().map_err(std::io::Error::other)?;
+        let d = driver.as_mut().ok_or_else(|| std::io::Error::other("the inline driver has stopped"))?;
+        d.watch(fd, claim, token)?;
+        // Its wait ends at the latest WAIT from now: the timer must fire by then.
+        let end = std::time::Instant::now() + native_ws::peek::WAIT;
+        if self.due.get().is_none_or(|due| due > end) {
+            // SAFETY: JS thread, the host's live loop and timer (the driver is still there).
+            unsafe { self.arm(Some(end)) };
+        }
+        Ok(())
     }
 }
 

@@ -282,15 +282,15 @@ impl NativeApp {
     }
 
     /// One look, without waiting, at what a connection Node accepted holds now (see
-    /// native_ws::peek::look_now): 0 not decided yet (then `examine` it), 1 an upgrade on
-    /// `claim`'s paths, 2 anything else (Node's, nothing read). Unix only.
+    /// native_ws::peek::look): 0 not decided yet (then `examine` it), 1 an upgrade on
+    /// `claim`'s paths (then `take` it), 2 anything else (Node's, nothing read). Unix only.
     #[napi]
     pub fn look_now(&self, fd: i32, claim: u32) -> Result<u32> {
         #[cfg(unix)]
         {
             use native_ws::peek::Verdict;
-            let claim = self.claims.get(claim as usize).ok_or_else(|| Error::new(Status::InvalidArg, format!("lookNow: no claim {claim}")))?;
-            Ok(match native_ws::peek::look_now(fd, claim) {
+            let claim = self.claim_of(claim)?;
+            Ok(match native_ws::peek::look(fd, &claim, false) {
                 Verdict::Wait => 0,
                 Verdict::Mine => 1,
                 Verdict::Theirs => 2,
@@ -303,21 +303,54 @@ impl NativeApp {
         }
     }
 
-    /// Examine a connection Node accepted before Node reads it: its fd (duplicated here) and
-    /// `claim`'s paths. A `claimed` or `returned` event with `token` follows (see
-    /// native_ws::Server::examine). Unix only; a call elsewhere throws.
+    /// Take a connection Node accepted and has not read, whose first bytes `lookNow` found to
+    /// be an upgrade on `claim`'s paths: its fd is duplicated here (the caller then closes
+    /// Node's handle) and the core answers the upgrade (see native_ws::Server::take). Unix only;
+    /// a call elsewhere throws.
+    #[napi]
+    pub fn take(&self, fd: i32, claim: u32) -> Result<()> {
+        #[cfg(unix)]
+        {
+            let claim = self.claim_of(claim)?;
+            self.server()?.take(fd, &claim).map_err(io_error)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = (fd, claim);
+            Err(Error::new(Status::GenericFailure, "take: Node has no socket fd to hand over on this platform".to_owned()))
+        }
+    }
+
+    /// Wait for the first bytes of a connection Node accepted and has not read (`lookNow`
+    /// found them undecided): on this thread in the inline mode (Linux), else on an I/O thread
+    /// (with a duplicate of the fd). A `claimed` event with `token` follows when the core took
+    /// the connection (the caller then closes Node's handle), `returned` when it is Node's, unread
+    /// (see native_ws::inline::Inline::watch, native_ws::Server::examine). Unix only; a call
+    /// elsewhere throws.
     #[napi]
     pub fn examine(&self, fd: i32, claim: u32, token: f64) -> Result<()> {
         #[cfg(unix)]
         {
-            let claim = self.claims.get(claim as usize).ok_or_else(|| Error::new(Status::InvalidArg, format!("examine: no claim {claim}")))?;
-            self.server()?.examine(fd, claim.clone(), token as u64).map_err(io_error)
+            let claim = self.claim_of(claim)?;
+            #[cfg(target_os = "linux")]
+            if let Some(host) = self.inline {
+                // SAFETY: JS thread; the host lives while `inline` holds it.
+                if unsafe { &*host }.watch(fd, claim.clone(), token as u64).is_ok() {
+                    return Ok(());
+                }
+            }
+            self.server()?.examine(fd, claim, token as u64).map_err(io_error)
         }
         #[cfg(not(unix))]
         {
             let _ = (fd, claim, token);
             Err(Error::new(Status::GenericFailure, "examine: Node has no socket fd to hand over on this platform".to_owned()))
         }
+    }
+
+    #[cfg(unix)]
+    fn claim_of(&self, claim: u32) -> Result<Arc<native_ws::peek::Claim>> {
+        self.claims.get(claim as usize).cloned().ok_or_else(|| Error::new(Status::InvalidArg, format!("no claim {claim}")))
     }
 
     /// Take over a socket from Node: its fd (duplicated here), the request head Node parsed

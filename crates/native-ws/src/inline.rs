@@ -17,11 +17,16 @@
 //!
 //! Connections that negotiated permessage-deflate stay with the threaded driver (see
 //! [`hand_over`]): their compression and inflation then run beside the consumer's thread.
+//!
+//! The driver also waits, for an attached HTTP server, for the first bytes of connections it
+//! accepted that did not show yet whether they are an upgrade for the core ([`Inline::watch`],
+//! [`looks`]): each is decided in the turn its bytes arrive, on the consumer's thread.
 
 use crate::codec;
 use crate::conn::Conn;
 use crate::admission::Backlog;
 use crate::handler::{Handler, OpenInfo};
+use crate::peek::{Claim, Verdict};
 use crate::stream::{RawSock, Stream};
 use crate::task::{Outcome, Socket, Task};
 use mio::unix::SourceFd;
@@ -36,6 +41,13 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::Interest;
 use tokio::time::Instant;
+
+mod looks;
+
+/// Takes a connection of the consumer's HTTP server that is an upgrade on `claim`'s paths: its
+/// fd (the consumer's, duplicated by the taker) goes to the I/O threads, which answer the
+/// upgrade ([`crate::Server::take`]).
+pub(crate) type Taker = Box<dyn Fn(RawFd, &Claim) -> io::Result<()> + Send>;
 
 /// The token of the driver's own wakeups (connection tokens are their ids).
 const WAKER: Token = Token(usize::MAX);
@@ -230,10 +242,14 @@ pub struct Inline {
     ready: Vec<u32>,
     /// connections with more to read, served on the next turn
     again: Vec<u32>,
+    /// connections of the consumer's HTTP server waiting for their first bytes
+    looks: looks::Looks,
+    /// where a connection found to be ours goes
+    taker: Taker,
 }
 
 impl Inline {
-    pub(crate) fn new(handler: Arc<dyn Handler>) -> io::Result<Inline> {
+    pub(crate) fn new(handler: Arc<dyn Handler>, taker: Taker) -> io::Result<Inline> {
         let poll = Poll::new()?;
         let waker = Waker::new(poll.registry(), WAKER)?;
         let fd = poll.as_raw_fd();
@@ -257,6 +273,8 @@ impl Inline {
             timers: BinaryHeap::new(),
             ready: Vec::new(),
             again: Vec::new(),
+            looks: looks::Looks::default(),
+            taker,
         })
     }
 
@@ -277,6 +295,24 @@ impl Inline {
     /// Connections the driver serves.
     pub fn connections(&self) -> usize {
         self.slots.iter().filter(|s| s.is_some()).count()
+    }
+
+    /// Wait for the first bytes of `fd`, a connection the consumer's HTTP server accepted and has
+    /// not read (see [`crate::peek`]), for at most [`crate::peek::WAIT`]. In the turn they
+    /// decide, the handler hears [`Handler::examined`] with `token`: `mine` when they are an
+    /// upgrade on `claim`'s paths (the core has taken the connection: the consumer closes its
+    /// fd), else the connection is the consumer's again, unread. The fd stays the consumer's
+    /// meanwhile: open, and not read by it.
+    pub fn watch(&mut self, fd: RawFd, claim: Arc<Claim>, token: u64) -> io::Result<()> {
+        if !self.is_open() {
+            return Err(io::Error::other("the inline driver has stopped"));
+        }
+        self.looks.watch(self.poll.registry(), fd, claim, token)
+    }
+
+    /// Connections waiting for their first bytes ([`Inline::watch`]).
+    pub fn watched(&self) -> usize {
+        self.looks.len()
     }
 
     /// The consumer's host reports its thread's load: busy (not waiting for I/O) for `busy` of
@@ -303,8 +339,13 @@ impl Inline {
         }
         let mut ready = std::mem::take(&mut self.ready);
         ready.append(&mut self.again);
+        let mut looked = Vec::new();
         for ev in self.events.iter() {
             if ev.token() == WAKER {
+                continue;
+            }
+            if let Some(index) = looks::index_of(ev.token()) {
+                looked.push((index, ev.is_read_closed() || ev.is_error()));
                 continue;
             }
             let id = ev.token().0 as u32;
@@ -346,6 +387,11 @@ impl Inline {
         }
         ready.clear();
         self.ready = ready;
+        for (index, ended) in looked {
+            if let Some((token, fd, claim, verdict)) = self.looks.look(self.poll.registry(), index, ended) {
+                self.decided(token, fd, &claim, verdict);
+            }
+        }
         self.fire_timers();
         // Events not followed by a flush of their own (an open without bytes yet) reach the
         // handler's queue with the turn.
@@ -354,7 +400,18 @@ impl Inline {
             self.signal.wake();
         }
         self.signal.turn_end.store(self.signal.now_us(), Relaxed);
-        self.timers.peek().map(|Reverse((t, _))| t.into_std())
+        let timer = self.timers.peek().map(|Reverse((t, _))| t.into_std());
+        match (timer, self.looks.next_deadline()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
+    /// A watched connection is decided: ours (taken, unless the taker cannot: then it stays the
+    /// consumer's) or the consumer's.
+    fn decided(&mut self, token: u64, fd: RawFd, claim: &Claim, verdict: Verdict) {
+        let mine = verdict == Verdict::Mine && (self.taker)(fd, claim).is_ok();
+        self.handler.examined(token, mine);
     }
 
     /// Drop every connection now (sockets closed, no close events), as the threaded driver's
@@ -362,6 +419,7 @@ impl Inline {
     pub fn shutdown(&mut self) {
         self.signal.close();
         self.signal.adopted.lock().unwrap().clear();
+        self.looks.clear(self.poll.registry());
         self.slots.clear();
         self.timers.clear();
         self.again.clear();
@@ -434,6 +492,9 @@ impl Inline {
 
     fn fire_timers(&mut self) {
         let now = Instant::now();
+        let handler = &self.handler;
+        // A connection undecided after the whole wait is the consumer's.
+        self.looks.expire(self.poll.registry(), now.into_std(), |token| handler.examined(token, false));
         while let Some(&Reverse((t, id))) = self.timers.peek() {
             if t > now {
                 break;

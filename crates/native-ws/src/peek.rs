@@ -113,60 +113,59 @@ fn is_upgrade(req: &handshake::Request) -> bool {
 /// Peek at `stream` until its first bytes decide the verdict (never [`Verdict::Wait`]): the
 /// peer's end, an error or [`WAIT`] passing first make it the HTTP server's.
 pub(crate) async fn examine(stream: &Stream, claim: &Claim) -> Verdict {
-    tokio::time::timeout(WAIT, peek_until_decided(stream, claim)).await.unwrap_or(Verdict::Theirs)
+    tokio::time::timeout(WAIT, look_until_decided(stream, claim)).await.unwrap_or(Verdict::Theirs)
 }
 
-async fn peek_until_decided(stream: &Stream, claim: &Claim) -> Verdict {
-    let mut buf = vec![0u8; FIRST_PEEK];
-    let mut seen = 0;
+async fn look_until_decided(stream: &Stream, claim: &Claim) -> Verdict {
     loop {
         // The peer's FIN does not show in a peek while its data is queued: ask the poller.
         let Ok(ready) = stream.read_ready().await else { return Verdict::Theirs };
-        let ended = ready.is_read_closed();
         let raw = stream.raw();
-        let cap = buf.len();
-        let peeked = stream.try_io(Interest::READABLE, || {
-            let n = peek(raw, &mut buf)?;
-            // Nothing new since the last look: wait for the next readiness.
-            if n > 0 && n == seen && n < cap && !ended {
-                return Err(io::ErrorKind::WouldBlock.into());
-            }
-            Ok(n)
+        // Not decided yet: wait for the next readiness (each new segment brings one).
+        let looked = stream.try_io(Interest::READABLE, || match look(raw, claim, ready.is_read_closed()) {
+            Verdict::Wait => Err(io::ErrorKind::WouldBlock.into()),
+            decided => Ok(decided),
         });
-        let n = match peeked {
-            Ok(0) => return Verdict::Theirs, // the peer's end before a decision
-            Ok(n) => n,
-            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => continue,
+        match looked {
+            Ok(decided) => return decided,
+            Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => {}
             Err(_) => return Verdict::Theirs,
-        };
-        seen = n;
-        match claim.verdict(&buf[..n]) {
-            // Ended before a decision: the rest can never come.
-            Verdict::Wait if ended => return Verdict::Theirs,
-            Verdict::Wait if n == cap => {
-                let limit = claim.limit();
-                if cap >= limit {
-                    return Verdict::Theirs;
-                }
-                buf.resize(limit, 0);
-            }
-            Verdict::Wait => {}
-            decided => return decided,
         }
     }
 }
 
-/// One look at what `fd` holds now, without waiting (the consumer's thread, as it accepts the
-/// connection: a client's request has usually arrived by then). [`Verdict::Wait`] when nothing has
-/// come yet or what came does not decide yet: then [`examine`] waits for more on an I/O thread.
+/// One look, without waiting, at what `fd` holds now: [`Verdict::Wait`] when nothing has come
+/// yet or what came does not decide yet (more may come). `ended`: the peer shut down its side
+/// (what is queued is all there will be). On the consumer's thread as it accepts the
+/// connection (a client's request has usually arrived by then), and wherever a connection waits
+/// for its first bytes ([`examine`], the inline driver).
 #[must_use]
-pub fn look_now(fd: crate::stream::RawSock, claim: &Claim) -> Verdict {
-    let mut buf = [0u8; FIRST_PEEK];
-    match peek(fd, &mut buf) {
-        Ok(0) => Verdict::Theirs, // ended already: the HTTP server sees to it
-        Ok(n) => claim.verdict(&buf[..n]),
+pub fn look(fd: crate::stream::RawSock, claim: &Claim, ended: bool) -> Verdict {
+    let mut first = [0u8; FIRST_PEEK];
+    let verdict = match peek(fd, &mut first) {
+        Ok(0) => return Verdict::Theirs, // ended already: the HTTP server sees to it
+        Ok(n) if n < FIRST_PEEK => claim.verdict(&first[..n]),
+        // A head longer than the first peek: look again with room for the whole limit.
+        Ok(_) => match claim.verdict(&first) {
+            Verdict::Wait => {
+                let mut whole = vec![0u8; claim.limit()];
+                match peek(fd, &mut whole) {
+                    Ok(n) => match claim.verdict(&whole[..n]) {
+                        Verdict::Wait if n == whole.len() => return Verdict::Theirs, // no end within the limit
+                        v => v,
+                    },
+                    Err(_) => Verdict::Theirs,
+                }
+            }
+            decided => decided,
+        },
         Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted) => Verdict::Wait,
         Err(_) => Verdict::Theirs,
+    };
+    match verdict {
+        // Ended before a decision: the rest can never come.
+        Verdict::Wait if ended => Verdict::Theirs,
+        v => v,
     }
 }
 

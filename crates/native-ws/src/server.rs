@@ -141,7 +141,9 @@ impl Server {
     /// negotiated permessage-deflate stay on the I/O threads. Once per server.
     #[cfg(target_os = "linux")]
     pub fn serve_inline(&self) -> io::Result<crate::inline::Inline> {
-        let inline = crate::inline::Inline::new(self.shared.handler.clone())?;
+        let (shared, rt) = (self.shared.clone(), self.rt().handle().clone());
+        let taker: crate::inline::Taker = Box::new(move |fd, claim| take(&shared, &rt, fd, claim));
+        let inline = crate::inline::Inline::new(self.shared.handler.clone(), taker)?;
         let signal = inline.signal();
         self.shared.inline.set(signal.clone()).map_err(|_| io::Error::other("the inline driver is set already"))?;
         let backlog: Arc<dyn crate::admission::Backlog> = signal;
@@ -247,11 +249,22 @@ impl Server {
         Ok(())
     }
 
-    /// Examine a connection the consumer's HTTP server accepted, before that server reads it
-    /// (see [`crate::peek`]): `fd` is duplicated here (the caller keeps its own); an upgrade on
-    /// the claimed paths is then served as on the own listener, anything else is left unread.
-    /// Either way the handler hears [`Handler::examined`] with `token`; the caller closes its fd
-    /// when the core took the connection, else gives the connection to its HTTP server.
+    /// Take a connection the consumer's HTTP server accepted and has not read, whose first bytes
+    /// are an upgrade on `claim`'s paths (see [`crate::peek`]): `fd` is duplicated here (the
+    /// caller then closes its own); the request is read and answered on an I/O thread as on the
+    /// own listener.
+    #[cfg(unix)]
+    pub fn take(&self, fd: RawFd, claim: &crate::peek::Claim) -> io::Result<()> {
+        take(&self.shared, self.rt().handle(), fd, claim)
+    }
+
+    /// Examine, on an I/O thread, a connection the consumer's HTTP server accepted, before that
+    /// server reads it (see [`crate::peek`]; the inline driver waits on the consumer's thread
+    /// instead: [`crate::inline::Inline::watch`]): `fd` is duplicated here (the caller keeps
+    /// its own); an upgrade on the claimed paths is then served as on the own listener, anything
+    /// else is left unread. Either way the handler hears [`Handler::examined`] with `token`; the
+    /// caller closes its fd when the core took the connection, else gives the connection to its
+    /// HTTP server.
     #[cfg(unix)]
     pub fn examine(&self, fd: RawFd, claim: Arc<crate::peek::Claim>, token: u64) -> io::Result<()> {
         // SAFETY: the caller guarantees `fd` is an open socket for the duration of this call.
@@ -346,6 +359,20 @@ impl Drop for PendingGuard<'_> {
     fn drop(&mut self) {
         self.0.pending.lock().unwrap().remove(&self.1);
     }
+}
+
+/// The one door for a connection of the consumer's HTTP server that the core claims once its
+/// first bytes are known ([`Server::take`], the inline driver's taker).
+#[cfg(unix)]
+fn take(shared: &Arc<Shared>, rt: &tokio::runtime::Handle, fd: RawFd, claim: &crate::peek::Claim) -> io::Result<()> {
+    // SAFETY: the caller guarantees `fd` is an open socket for the duration of this call.
+    let owned = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+    let (shared, proxy_protocol) = (shared.clone(), claim.proxy_protocol);
+    rt.spawn(async move {
+        let Ok((stream, remote)) = Stream::adopt(owned) else { return };
+        serve(shared, stream, remote, Source::Claimed(proxy_protocol)).await;
+    });
+    Ok(())
 }
 
 async fn serve(shared: Arc<Shared>, mut stream: Stream, remote: Option<SocketAddr>, source: Source) {

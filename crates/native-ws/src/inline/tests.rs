@@ -33,6 +33,9 @@ impl Handler for Recorder {
     fn close(&self, conn: &Arc<Conn>, code: u16, _reason: &str) {
         self.staged.lock().unwrap().push(format!("close {} {code}", conn.id));
     }
+    fn examined(&self, token: u64, mine: bool) {
+        self.staged.lock().unwrap().push(format!("examined {token} {}", if mine { "mine" } else { "theirs" }));
+    }
     fn flush(&self) {
         let staged = std::mem::take(&mut *self.staged.lock().unwrap());
         self.events.lock().unwrap().extend(staged);
@@ -67,8 +70,20 @@ fn connect(driver: &Inline, id: u32, behavior: Behavior) -> (Arc<Conn>, UnixStre
 }
 
 fn driver(reply: usize) -> (Inline, Arc<Recorder>) {
+    let (d, rec, _) = driver_taking(reply);
+    (d, rec)
+}
+
+/// A driver whose taker records the fds it was given (it takes every one).
+fn driver_taking(reply: usize) -> (Inline, Arc<Recorder>, Arc<Mutex<Vec<RawFd>>>) {
     let rec = Arc::new(Recorder { reply, ..Recorder::default() });
-    (Inline::new(rec.clone()).unwrap(), rec)
+    let taken = Arc::new(Mutex::new(Vec::new()));
+    let t = taken.clone();
+    let taker: Taker = Box::new(move |fd, _claim| {
+        t.lock().unwrap().push(fd);
+        Ok(())
+    });
+    (Inline::new(rec.clone(), taker).unwrap(), rec, taken)
 }
 
 /// Whether the driver's fd is readable now (the consumer's event loop would call a turn).
@@ -269,4 +284,87 @@ fn a_saturated_consumer_thread_counts_as_lag_while_input_waits() {
     assert!(lag < w / 2, "a report older than two windows is stale: {lag:?}");
     d.turn();
     assert_eq!(signal.oldest_wait(), Duration::ZERO, "read by the turn");
+}
+
+const UPGRADE: &[u8] = b"GET /websocket HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n\r\n";
+
+fn claim() -> Arc<Claim> {
+    Arc::new(Claim { paths: vec!["/websocket".into()], proxy_protocol: false })
+}
+
+/// An accepted connection as an HTTP server holds it (non-blocking, unread), and its client.
+fn accepted() -> (UnixStream, UnixStream) {
+    let (server, client) = UnixStream::pair().unwrap();
+    server.set_nonblocking(true).unwrap();
+    (server, client)
+}
+
+#[test]
+fn a_watched_connection_is_decided_in_the_turn_its_bytes_arrive() {
+    let (mut d, rec, taken) = driver_taking(0);
+    let (ours, mut ours_client) = accepted();
+    let (plain, mut plain_client) = accepted();
+    d.watch(ours.as_raw_fd(), claim(), 7).unwrap();
+    d.watch(plain.as_raw_fd(), claim(), 8).unwrap();
+    assert_eq!(d.watched(), 2);
+    d.turn();
+    assert!(rec.take().is_empty(), "nothing has come yet");
+    // A head in two parts: undecided after the first, the core's after the second.
+    ours_client.write_all(&UPGRADE[..20]).unwrap();
+    plain_client.write_all(b"GET /websocket HTTP/1.1\r\nHost: x\r\n").unwrap();
+    assert!(fd_readable(&d), "a watched connection's bytes wake the driver");
+    d.turn();
+    assert!(rec.take().is_empty(), "neither head is whole");
+    ours_client.write_all(&UPGRADE[20..]).unwrap();
+    plain_client.write_all(b"\r\n").unwrap();
+    d.turn();
+    let mut got = rec.take();
+    got.sort();
+    assert_eq!(got, ["examined 7 mine", "examined 8 theirs"]);
+    assert_eq!(*taken.lock().unwrap(), [ours.as_raw_fd()], "the taker has the core's connection");
+    assert_eq!(d.watched(), 0);
+    // Nothing was read: the HTTP server still has every byte of its connection.
+    let mut buf = [0u8; 64];
+    let n = (&plain).read(&mut buf).unwrap();
+    assert_eq!(&buf[..n], b"GET /websocket HTTP/1.1\r\nHost: x\r\n\r\n");
+    // Decided connections are out of the driver's epoll: more bytes wake nothing.
+    plain_client.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+    d.turn();
+    assert!(rec.take().is_empty());
+}
+
+#[test]
+fn a_watched_connection_that_ends_or_never_decides_is_the_servers() {
+    let (mut d, rec, taken) = driver_taking(0);
+    let (ended, mut ended_client) = accepted();
+    let (silent, _silent_client) = accepted();
+    d.watch(ended.as_raw_fd(), claim(), 1).unwrap();
+    d.watch(silent.as_raw_fd(), claim(), 2).unwrap();
+    // A partial upgrade, then the peer's end: it can never be whole.
+    ended_client.write_all(&UPGRADE[..30]).unwrap();
+    ended_client.shutdown(std::net::Shutdown::Write).unwrap();
+    let next = d.turn();
+    assert_eq!(rec.take(), ["examined 1 theirs"]);
+    // The silent one: the turn asks to be run when its wait is over, and then gives it back.
+    let next = next.expect("a deadline for the watched connection");
+    let wait = next.saturating_duration_since(std::time::Instant::now());
+    assert!(wait > crate::peek::WAIT - Duration::from_millis(500) && wait <= crate::peek::WAIT, "{wait:?}");
+    std::thread::sleep(wait + Duration::from_millis(5));
+    assert_eq!(d.turn(), None, "no deadline left");
+    assert_eq!(rec.take(), ["examined 2 theirs"]);
+    assert!(taken.lock().unwrap().is_empty());
+    assert_eq!(d.watched(), 0);
+}
+
+#[test]
+fn a_stopped_driver_watches_nothing_and_forgets_what_it_watched() {
+    let (mut d, rec) = driver(0);
+    let (a, mut a_client) = accepted();
+    d.watch(a.as_raw_fd(), claim(), 1).unwrap();
+    d.shutdown();
+    assert_eq!(d.watched(), 0);
+    assert!(d.watch(a.as_raw_fd(), claim(), 2).is_err());
+    a_client.write_all(UPGRADE).unwrap();
+    d.turn();
+    assert!(rec.take().is_empty(), "no verdict after the shutdown: the consumer closes its connections");
 }

@@ -114,3 +114,30 @@ fn every_prefix_of_a_proxied_upgrade_waits() {
     }
     assert_eq!(d.verdict(&v1), Verdict::Mine);
 }
+
+#[test]
+fn look_sees_heads_longer_than_its_first_peek_and_gives_up_at_the_limit() {
+    use std::io::Write;
+    use std::os::fd::AsRawFd;
+    let d = claim(false);
+    let (server, mut client) = std::os::unix::net::UnixStream::pair().unwrap();
+    server.set_nonblocking(true).unwrap();
+    assert_eq!(look(server.as_raw_fd(), &d, false), Verdict::Wait, "nothing yet");
+    // An upgrade whose head is longer than the first peek (a long cookie).
+    let long = String::from_utf8_lossy(UPGRADE).replace("Host: x\r\n", &format!("Host: x\r\nCookie: {}\r\n", "c".repeat(3 * FIRST_PEEK)));
+    client.write_all(long.as_bytes()).unwrap();
+    assert_eq!(look(server.as_raw_fd(), &d, false), Verdict::Mine);
+    // A head that does not end within the limit: the HTTP server's (its 431).
+    let (server, mut client) = std::os::unix::net::UnixStream::pair().unwrap();
+    server.set_nonblocking(true).unwrap();
+    let mut big = b"GET /websocket HTTP/1.1\r\nX: ".to_vec();
+    big.resize(handshake::MAX_HEAD_BYTES + 100, b'a');
+    client.write_all(&big).unwrap();
+    assert_eq!(look(server.as_raw_fd(), &d, false), Verdict::Theirs);
+    // Undecided, and the peer has ended: it never will be.
+    let (server, mut client) = std::os::unix::net::UnixStream::pair().unwrap();
+    server.set_nonblocking(true).unwrap();
+    client.write_all(&UPGRADE[..40]).unwrap();
+    assert_eq!(look(server.as_raw_fd(), &d, false), Verdict::Wait);
+    assert_eq!(look(server.as_raw_fd(), &d, true), Verdict::Theirs);
+}
