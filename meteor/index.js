@@ -91,6 +91,12 @@ function socketId() {
   return crypto.randomUUID();
 }
 
+/** `s` as a string of its own: a header value cut from the whole request head would keep all of
+ *  the head alive for as long as the socket keeps the value. */
+function ownString(s) {
+  return Buffer.from(s, 'utf8').toString('utf8');
+}
+
 class NativeSocket extends EventEmitter {
   constructor(ws, transport) {
     super();
@@ -99,7 +105,7 @@ class NativeSocket extends EventEmitter {
     this._closed = false;
     this._dropped = false;
     this._warned = false;
-    this.id = socketId();
+    this._id = undefined; // made when first read (Meteor's ddp-server never reads it)
     this.protocol = 'websocket-raw';
     this.url = ws.getUrl();
     this.remoteAddress = ws.getRemoteAddressAsText();
@@ -108,9 +114,15 @@ class NativeSocket extends EventEmitter {
     const headers = {};
     for (const name of HEADER_WHITELIST) {
       const v = all[name];
-      if (v !== undefined) headers[name] = v;
+      if (v !== undefined) headers[name] = ownString(v);
     }
     this.headers = headers;
+  }
+
+  /** A random string (a UUID), as a SockJS socket has. */
+  get id() {
+    if (this._id === undefined) this._id = ownString(socketId()); // one string, not a rope of pieces
+    return this._id;
   }
 
   /** Truthy once closed, or once close() was called. */
