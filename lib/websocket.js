@@ -140,13 +140,25 @@ class WebSocket {
   }
 }
 
-/** The upgrade's headers (a lower-case object), which `ws` then forgets (its getHeaders() answers
- *  `{}`): for an owner that keeps only some of them for the socket's life (the Meteor adapter keeps
- *  its whitelist), instead of every socket holding all of them (~0.5 KiB each). */
-function takeHeaders(ws) {
-  const headers = ws.getHeaders();
-  ws._headers = {};
-  return headers;
+/** `s` as a string of its own: a piece cut from a longer string (a header value from the whole
+ *  request head) keeps all of that string alive for as long as the piece is kept. */
+function ownString(s) {
+  return Buffer.from(s, 'utf8').toString('utf8');
 }
 
-module.exports = { WebSocket, headerObject, scheduleFlush, takeHeaders, batchHandlers };
+/** The upgrade's headers named in `names` (lower-case; those present), which `ws` then forgets
+ *  (its getHeaders() answers `{}`): for an owner that keeps them for the socket's life (the Meteor
+ *  adapter keeps its whitelist), instead of every socket holding all of them (~0.5 KiB each).
+ *  The values are strings of their own, so what is kept does not keep the whole head. */
+function takeHeaders(ws, names) {
+  const all = ws.getHeaders();
+  ws._headers = {};
+  const kept = {};
+  for (const name of names) {
+    const v = all[name];
+    if (v !== undefined) kept[name] = ownString(v);
+  }
+  return kept;
+}
+
+module.exports = { WebSocket, headerObject, scheduleFlush, takeHeaders, ownString, batchHandlers };

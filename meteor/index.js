@@ -12,7 +12,7 @@ const crypto = require('node:crypto');
 const core = require('../index.js');
 const { SendStatus, COMPRESSION_DEFAULTS, BACKPRESSURE_CLOSE_CODE } = require('../lib/constants');
 const { describe: show } = require('../lib/describe');
-const { takeHeaders } = require('../lib/websocket');
+const { takeHeaders, ownString } = require('../lib/websocket');
 const { isPlainObject, meteorGlobal, validateSettings, SETTING_KEYS, SETTING_DEFAULTS } = require('./settings');
 
 const NAME = 'native';
@@ -91,12 +91,6 @@ function socketId() {
   return crypto.randomUUID();
 }
 
-/** `s` as a string of its own: a header value cut from the whole request head would keep all of
- *  the head alive for as long as the socket keeps the value. */
-function ownString(s) {
-  return Buffer.from(s, 'utf8').toString('utf8');
-}
-
 class NativeSocket extends EventEmitter {
   constructor(ws, transport) {
     super();
@@ -110,13 +104,7 @@ class NativeSocket extends EventEmitter {
     this.url = ws.getUrl();
     this.remoteAddress = ws.getRemoteAddressAsText();
     this.remotePort = ws.getRemotePort();
-    const all = takeHeaders(ws); // only the whitelist stays with the socket
-    const headers = {};
-    for (const name of HEADER_WHITELIST) {
-      const v = all[name];
-      if (v !== undefined) headers[name] = ownString(v);
-    }
-    this.headers = headers;
+    this.headers = takeHeaders(ws, HEADER_WHITELIST); // only the whitelist stays with the socket
   }
 
   /** A random string (a UUID), as a SockJS socket has. */

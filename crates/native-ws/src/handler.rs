@@ -59,7 +59,8 @@ pub trait Handler: Send + Sync + 'static {
     fn upgrade(&self, _info: UpgradeInfo) {}
     /// The client of an upgrade still waiting for the consumer's decision went away.
     fn upgrade_aborted(&self, _token: u64) {}
-    /// A connection given to [`crate::Server::examine`] is decided: `mine` when the core took
+    /// A connection given to [`crate::Server::examine`] (or, on Linux, the inline driver's
+    /// `Inline::watch`) is decided: `mine` when the core took
     /// it (an upgrade on the claimed paths), else it is the caller's again, every byte unread.
     fn examined(&self, _token: u64, _mine: bool) {}
     fn open(&self, conn: &Arc<Conn>, info: OpenInfo);
