@@ -183,12 +183,11 @@ impl Server {
             .to_socket_addrs()?
             .next()
             .ok_or_else(|| io::Error::new(io::ErrorKind::InvalidInput, format!("cannot resolve {host}")))?;
-        let std_listener = if share { bind_shared(addr)? } else { std::net::TcpListener::bind(addr)? };
-        self.accept_on(std_listener, Source::Socket)
+        self.accept_on(bind(addr, share)?, Source::Socket)
     }
 
     fn listen_on(&self, addr: SocketAddr, source: Source) -> io::Result<SocketAddr> {
-        self.accept_on(std::net::TcpListener::bind(addr)?, source)
+        self.accept_on(bind(addr, false)?, source)
     }
 
     fn accept_on(&self, std_listener: std::net::TcpListener, source: Source) -> io::Result<SocketAddr> {
@@ -632,20 +631,26 @@ async fn accept_upgrade(
     Some((conn, hello, leftover, info))
 }
 
-/// A listener on `addr` with SO_REUSEPORT (and SO_REUSEADDR, as std sets it): see [`Server::listen`].
-#[cfg(unix)]
-fn bind_shared(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
+/// Connections the kernel queues for a listener before it accepts them (Node's and uWS.js's are
+/// 511 and 512; std's 128 overflows when a few hundred clients connect at once, and each
+/// overflowed SYN costs its client a one-second retransmit).
+const BACKLOG: i32 = 1024;
+
+/// A listener on `addr` (SO_REUSEADDR, as std sets it), with SO_REUSEPORT when `share` (see
+/// [`Server::listen`]; not on Windows, where the flag does not exist).
+fn bind(addr: SocketAddr, share: bool) -> io::Result<std::net::TcpListener> {
     use socket2::{Domain, Socket, Type};
-    const BACKLOG: i32 = 1024;
     let socket = Socket::new(Domain::for_address(addr), Type::STREAM, None)?;
-    socket.set_reuse_address(true)?;
-    socket.set_reuse_port(true)?;
+    #[cfg(unix)]
+    {
+        socket.set_reuse_address(true)?;
+        if share {
+            socket.set_reuse_port(true)?;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = share;
     socket.bind(&addr.into())?;
     socket.listen(BACKLOG)?;
     Ok(socket.into())
-}
-
-#[cfg(not(unix))]
-fn bind_shared(addr: SocketAddr) -> io::Result<std::net::TcpListener> {
-    std::net::TcpListener::bind(addr)
 }
