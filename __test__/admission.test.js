@@ -41,7 +41,7 @@ async function storm(port, n) {
 }
 
 test('defaults: admission control is on with the core\'s limits, counted in stats(); a quiet server admits a burst of 100, none refused', T, async (t) => {
-  assert.deepEqual(ADMISSION_DEFAULTS, { upgradesPerSecond: 2000, burst: 1000, maxPendingOpens: 256, maxLagMs: 10, holdMs: 5000, retryAfterSeconds: 2 });
+  assert.deepEqual(ADMISSION_DEFAULTS, { upgradesPerSecond: 0, burst: 1000, maxPendingOpens: 256, maxLagMs: 10, holdMs: 5000, retryAfterSeconds: 2 });
   const s = scope(t);
   const { app, port } = await s.app({ message: (ws, d) => ws.send(d) });
   const t0 = performance.now();

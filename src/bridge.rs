@@ -178,6 +178,8 @@ struct Taken {
     events: VecDeque<Event>,
     data: Vec<u8>,
     pacer: Pacer,
+    /// the sockets of the chunk's messages and closes, for admission control when it listens
+    heard: Vec<u32>,
 }
 
 /// How a delivery ended.
@@ -273,16 +275,23 @@ impl Bridge {
     }
 
     /// Tell admission control that JS took an admitted socket's first event: its upgrade event
-    /// (a route with an upgrade hook), else its open event (token 0).
-    fn first_event_taken(&self, ev: &Event) {
-        let first = match ev {
-            Event::Upgrade(_) => true,
-            Event::Open(_, info) => info.token == 0,
-            _ => false,
-        };
-        if first {
-            if let Some(a) = self.admission.get() {
-                a.taken();
+    /// (a route with an upgrade hook), else its open event (token 0); note the socket of a
+    /// message or a close in `heard` while admission waits to hear from new clients.
+    fn tell_admission(&self, ev: &Event, heard: &mut Vec<u32>) {
+        let Some(a) = self.admission.get() else { return };
+        match ev {
+            Event::Upgrade(_) => a.taken(),
+            Event::Open(_, info) if info.token == 0 => a.taken(),
+            Event::Message { id, .. } | Event::Close(id, ..) if a.listening() => heard.push(*id),
+            _ => {}
+        }
+    }
+
+    /// JS handled the chunk whose messages and closes came from `heard`'s sockets.
+    fn heard(&self, heard: &mut Vec<u32>) {
+        if let Some(a) = self.admission.get() {
+            for id in heard.drain(..) {
+                a.heard_from(id);
             }
         }
     }
@@ -610,7 +619,7 @@ unsafe fn deliver_turn(
             let Some(ev) = taken.events.pop_front() else { break };
             n += 1;
             socket = ev.socket();
-            bridge.first_event_taken(&ev);
+            bridge.tell_admission(&ev, &mut taken.heard);
             match event_values(env, ev, &taken.data) {
                 Ok((t, v)) => args.extend([t, v]),
                 Err(e) => {
@@ -640,6 +649,9 @@ unsafe fn deliver_turn(
         // only when the wakeup's callback returns), which cost clients that wait for replies
         // before they send again (coalesced echo: -15 % calls/s).
         crate::send::end_of_batch();
+        if !taken.heard.is_empty() {
+            bridge.heard(&mut taken.heard);
+        }
         if let Some(e) = failed {
             // Only on an N-API failure (out of memory): surface it as an exception.
             JsError::from(e).throw_into(env);

@@ -1,30 +1,29 @@
-//! Admission control for reconnect storms: bounds the upgrades handed to the consumer (JS) per
-//! second, the admitted sockets whose first event the consumer has not taken yet, and how long
-//! the consumer's oldest waiting event may have waited (its lag), before any consumer code runs. An upgrade over a bound is held (the client waits; its socket costs a
-//! sleeping task) until it fits; one that could not fit within `hold` is answered
-//! `503 Service Unavailable` with `Retry-After` (Meteor's client backs off and retries).
+//! Admission control for reconnect storms: before any consumer code runs, an upgrade is held
+//! while the consumer (JS) is behind, so a storm that would starve the consumer's thread is let in
+//! at the pace the consumer absorbs it, and one it keeps up with passes at full speed.
 //!
-//! The rate is a virtual-time token bucket (GCRA): each admission books the next slot, `1/rate`
-//! after the last one, and may run up to `burst` slots ahead, so a held upgrade knows its wait
-//! at once, upgrades pass in arrival order, and the cost is one short lock per upgrade. The lag
-//! bound adapts to the app: when a storm's connects cost JS milliseconds each, the consumer's
-//! queue backs up and its oldest event waits longer than `max_lag`; new upgrades are then held,
-//! one at a time at the door in arrival order, until the backlog is served (existing clients'
-//! calls wait in that same queue, so this keeps their latency near `max_lag`). A server with
-//! nothing booked ahead and no backlog never refuses: an upgrade is refused only when the slots
-//! booked ahead of it already span `hold`, or when the consumer stayed behind for `hold`.
+//! "Behind" is measured, not assumed: the consumer's lag (how long its oldest unhandled event, or
+//! its unread input, has waited) is over `max_lag`, or `max_pending` admitted sockets still wait
+//! for the consumer to take their first event, or the admission window is full: as many admitted
+//! clients are in flight (not heard from yet) as the consumer has lately absorbed at once
+//! ([`window`]). There is no fixed rate that a healthy server could exceed (an optional token
+//! bucket, `rate`/`burst`, off by default, caps the rate for those who want one).
+//!
+//! While it is behind, upgrades queue at a door and pass in arrival order as room comes. An
+//! upgrade held longer than `hold` is answered `503 Service Unavailable` with `Retry-After`
+//! (Meteor's client backs off and retries): nothing waits forever and nothing is dropped
+//! unanswered.
+
+mod window;
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Mutex, Weak};
 use std::time::{Duration, Instant};
 
+use window::Window;
+
 /// How often the upgrade at the door looks again while the consumer is behind.
-const DOOR_POLL: Duration = Duration::from_millis(5);
-/// While upgrades queue at the door, [`DOOR_BATCH`] pass per this interval at most (500 a
-/// second): an admitted client's first message reaches the consumer's queue a moment after its
-/// 101, so without spacing the door would let hundreds through before the lag they cause shows.
-const DOOR_SPACING: Duration = Duration::from_millis(2);
-const DOOR_BATCH: u64 = 1;
+const DOOR_POLL: Duration = Duration::from_millis(1);
 
 /// The consumer's backlog, as admission sees it: the JS bridge's events not yet handled, and the
 /// inline driver's input not yet read (its sockets are read on the consumer's thread).
@@ -36,9 +35,9 @@ pub trait Backlog: Send + Sync {
 /// Admission limits (the JS layer validates them; 0 turns a bound off).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct AdmissionConfig {
-    /// upgrades admitted per second (0 = no rate bound)
+    /// a fixed cap on upgrades admitted per second (0 = none, the default)
     pub rate: u32,
-    /// upgrades admitted at once after a quiet period (the bucket's size; at least 1)
+    /// with `rate`: upgrades admitted at once after a quiet period (the bucket's size; at least 1)
     pub burst: u32,
     /// admitted sockets whose first event the consumer has not taken yet (0 = no bound)
     pub max_pending: u32,
@@ -62,21 +61,21 @@ impl AdmissionConfig {
 }
 
 impl Default for AdmissionConfig {
-    /// The main API's and the Meteor adapter's default: 2,000 upgrades a second after a burst of
-    /// 1,000, at most 256 admitted sockets waiting for their open event, new upgrades held while
-    /// the consumer's oldest event has waited more than 10 ms, held up to 5 s, `Retry-After: 2`.
-    /// The rate is a coarse guard (5,000 clients reconnecting at once to an idle server all pass
-    /// within 2 s); the lag bound is what adapts to the app.
+    /// The main API's and the Meteor adapter's default: no fixed rate, new upgrades held while the
+    /// consumer's oldest event has waited more than 10 ms or 256 admitted sockets wait for their
+    /// open event, held up to 5 s, then `Retry-After: 2`.
     fn default() -> Self {
-        AdmissionConfig { rate: 2000, burst: 1000, max_pending: 256, max_lag_ms: 10, hold_ms: 5000, retry_after_s: 2 }
+        AdmissionConfig { rate: 0, burst: 1000, max_pending: 256, max_lag_ms: 10, hold_ms: 5000, retry_after_s: 2 }
     }
 }
 
 /// What admission decided for one upgrade.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Verdict {
-    /// go on (the consumer will get the upgrade or open event)
-    Admit,
+    /// go on (the consumer will get the upgrade or open event); `watch`: it counts in the
+    /// admission window, and the server names its connection ([`Admission::watch`]) or gives it
+    /// up ([`Admission::abandoned`])
+    Admit { watch: bool },
     /// answer 503 with `Retry-After: retry_after_s`
     Refuse { retry_after_s: u32 },
 }
@@ -98,10 +97,13 @@ pub struct Admission {
     pending: AtomicU64,
     /// upgrades held at the door or queued for it
     waiting: AtomicU64,
-    /// upgrades that passed the door (for its spacing)
-    through_door: AtomicU64,
     /// one held upgrade at a time looks at the consumer's state; the others queue (FIFO)
     door: tokio::sync::Mutex<()>,
+    window: Mutex<Window>,
+    /// the window's clients in flight (read without its lock: [`Admission::listening`])
+    in_flight: AtomicU64,
+    /// wakes the upgrade at the door when a client leaves the window
+    room_made: tokio::sync::Notify,
     backlogs: Mutex<Vec<Weak<dyn Backlog>>>,
     pub stats: AdmissionStats,
 }
@@ -113,8 +115,10 @@ impl Admission {
             tat: Mutex::new(None),
             pending: AtomicU64::new(0),
             waiting: AtomicU64::new(0),
-            through_door: AtomicU64::new(0),
             door: tokio::sync::Mutex::new(()),
+            window: Mutex::new(Window::new()),
+            in_flight: AtomicU64::new(0),
+            room_made: tokio::sync::Notify::new(),
             backlogs: Mutex::new(Vec::new()),
             stats: AdmissionStats::default(),
         }
@@ -140,10 +144,34 @@ impl Admission {
         backlogs.iter().filter_map(Weak::upgrade).map(|b| b.oldest_wait()).max().unwrap_or(Duration::ZERO)
     }
 
-    /// Whether the consumer is behind: too many opens not taken, or its backlog too old.
-    fn behind(&self, c: &AdmissionConfig) -> bool {
-        (c.max_pending > 0 && self.pending.load(Relaxed) >= c.max_pending as u64)
-            || (c.max_lag_ms > 0 && self.lag() > Duration::from_millis(c.max_lag_ms as u64))
+    /// Whether an upgrade may pass now: not too many opens wait to be taken and (with a lag
+    /// bound) the consumer's backlog is young enough and the window has room, whose place the
+    /// upgrade then takes.
+    fn room(&self, c: &AdmissionConfig) -> bool {
+        if c.max_pending > 0 && self.pending.load(Relaxed) >= c.max_pending as u64 {
+            return false;
+        }
+        if c.max_lag_ms == 0 {
+            return true;
+        }
+        let lag = self.lag();
+        let max_lag = Duration::from_millis(c.max_lag_ms as u64);
+        let behind = lag > max_lag;
+        let mut w = self.window.lock().unwrap();
+        w.consumer(lag > max_lag / 2);
+        let now = Instant::now();
+        if behind || !w.has_room(now, lag < max_lag / 4) {
+            return false;
+        }
+        w.admitted(now);
+        self.in_flight.store(w.in_flight() as u64, Relaxed);
+        true
+    }
+
+    /// The admission window's size and its clients in flight (for `stats()`).
+    pub fn window(&self) -> (u32, u32) {
+        let w = self.window.lock().unwrap();
+        (w.size(), w.in_flight())
     }
 
     /// Admitted sockets whose first event the consumer has not taken yet.
@@ -171,11 +199,11 @@ impl Admission {
     }
 
     /// Decide one upgrade (on an I/O thread, before the consumer hears of it). An admitted
-    /// upgrade counts as pending until [`Admission::taken`] (or [`Admission::forget`]).
+    /// upgrade counts as pending until [`Admission::taken`] (or [`Admission::abandoned`]).
     pub async fn admit(&self) -> Verdict {
         let c = self.config();
         if c.is_off() {
-            return self.admitted();
+            return self.admitted(&c);
         }
         let now = Instant::now();
         let deadline = now + Duration::from_millis(c.hold_ms as u64);
@@ -193,15 +221,15 @@ impl Admission {
             tokio::time::sleep(wait).await;
         }
         // Fast path: nobody at the door and the consumer keeps up.
-        if self.waiting.load(Relaxed) == 0 && !self.behind(&c) {
-            return self.admitted();
+        if self.waiting.load(Relaxed) == 0 && self.room(&c) {
+            return self.admitted(&c);
         }
         if !deferred {
             self.stats.deferred.fetch_add(1, Relaxed);
         }
         let _at_door = Waiting::new(&self.waiting);
         match self.at_the_door(&c, deadline).await {
-            true => self.admitted(),
+            true => self.admitted(&c),
             false => refuse(),
         }
     }
@@ -213,36 +241,64 @@ impl Admission {
         let Ok(_door) = tokio::time::timeout_at(deadline, self.door.lock()).await else {
             return false;
         };
-        while self.behind(c) {
+        while !self.room(c) {
             if tokio::time::Instant::now() + DOOR_POLL > deadline {
                 return false;
             }
-            tokio::time::sleep(DOOR_POLL).await;
-        }
-        // every DOOR_BATCH-th passage, the door stays closed behind us a moment (with a batch of
-        // 1, every passage)
-        #[allow(clippy::modulo_one)]
-        let closes_behind = self.through_door.fetch_add(1, Relaxed) % DOOR_BATCH == DOOR_BATCH - 1;
-        if closes_behind {
-            tokio::time::sleep(DOOR_SPACING).await;
+            // the lag is looked at again each poll; room in the window wakes us sooner
+            let _ = tokio::time::timeout(DOOR_POLL, self.room_made.notified()).await;
         }
         true
     }
 
-    fn admitted(&self) -> Verdict {
+    fn admitted(&self, c: &AdmissionConfig) -> Verdict {
         self.pending.fetch_add(1, Relaxed);
         self.stats.admitted.fetch_add(1, Relaxed);
-        Verdict::Admit
+        Verdict::Admit { watch: c.max_lag_ms > 0 }
+    }
+
+    /// A window's admitted upgrade has its connection, `id`: in flight until the consumer hears
+    /// from it ([`Admission::heard_from`]).
+    pub fn watch(&self, id: u32) {
+        self.window.lock().unwrap().named(id, Instant::now());
+    }
+
+    /// Whether clients are in flight: the consumer then tells [`Admission::heard_from`] the
+    /// sockets of the messages and closes it handled (one atomic load).
+    pub fn listening(&self) -> bool {
+        self.in_flight.load(Relaxed) > 0
+    }
+
+    /// The consumer handled a message or the close of connection `id`: if it was in flight, it
+    /// leaves the window (which grows while the consumer keeps up).
+    pub fn heard_from(&self, id: u32) {
+        let c = self.config();
+        let calm = self.lag() < Duration::from_millis(c.max_lag_ms as u64) / 4;
+        let mut w = self.window.lock().unwrap();
+        if w.heard(id, calm, Instant::now()) {
+            self.in_flight.store(w.in_flight() as u64, Relaxed);
+            self.room_made.notify_one();
+        }
     }
 
     /// The consumer took an admitted socket's first event (its upgrade or its open event).
     pub fn taken(&self) {
-        self.forget();
+        let _ = self.pending.fetch_update(Relaxed, Relaxed, |p| p.checked_sub(1));
     }
 
-    /// An admitted upgrade will never reach the consumer (the client left before the 101).
-    pub fn forget(&self) {
-        let _ = self.pending.fetch_update(Relaxed, Relaxed, |p| p.checked_sub(1));
+    /// An admitted upgrade will have no connection (the client left before the 101, or the
+    /// consumer's upgrade hook refused it): no longer `pending` when it still counted so, and out
+    /// of the window when it was in (`watch`).
+    pub fn abandoned(&self, pending: bool, watch: bool) {
+        if pending {
+            self.taken();
+        }
+        if watch {
+            let mut w = self.window.lock().unwrap();
+            w.abandoned();
+            self.in_flight.store(w.in_flight() as u64, Relaxed);
+            self.room_made.notify_one();
+        }
     }
 }
 

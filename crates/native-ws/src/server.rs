@@ -333,22 +333,26 @@ impl Drop for Server {
 }
 
 /// Removes a pending upgrade decision if the handshake is abandoned (timeout, disconnect).
-/// An admitted upgrade that will reach the consumer as an open event: if the handshake ends
-/// before the 101 is written (the client left, the handshake timed out), admission forgets it.
-/// Inert (`false`) for routes with an upgrade hook, whose upgrade event always reaches it.
-struct AdmittedGuard<'a>(&'a Admission, bool);
+/// An admitted upgrade on its way to a connection: if the handshake ends before the 101 is
+/// written (the client left, the handshake timed out, an upgrade hook refused it), admission
+/// gives it up: as pending (unless `pending` is false: a route with an upgrade hook, whose
+/// upgrade event always reaches the consumer) and from its window when it was in (`watch`).
+struct AdmittedGuard<'a> {
+    admission: &'a Admission,
+    pending: bool,
+    watch: bool,
+}
 
 impl AdmittedGuard<'_> {
     fn disarm(mut self) {
-        self.1 = false;
+        self.pending = false;
+        self.watch = false;
     }
 }
 
 impl Drop for AdmittedGuard<'_> {
     fn drop(&mut self) {
-        if self.1 {
-            self.0.forget();
-        }
+        self.admission.abandoned(self.pending, self.watch);
     }
 }
 
@@ -561,12 +565,15 @@ async fn accept_upgrade(
         return refuse(shared, stream, HttpError { status: 404, message: "Not found" }).await;
     };
     // Before the consumer hears of it: hold or refuse over the admission limits.
-    if let Verdict::Refuse { retry_after_s } = shared.admission.admit().await {
-        let retry = retry_after_s.to_string();
-        return refuse_with(shared, stream, 503, None, &[("Retry-After", retry.as_str())], "Server is busy, retry later").await;
-    }
+    let watch = match shared.admission.admit().await {
+        Verdict::Admit { watch } => watch,
+        Verdict::Refuse { retry_after_s } => {
+            let retry = retry_after_s.to_string();
+            return refuse_with(shared, stream, 503, None, &[("Retry-After", retry.as_str())], "Server is busy, retry later").await;
+        }
+    };
     // Admitted: pending until the consumer takes the upgrade event (hook) or the open event.
-    let admitted = AdmittedGuard(&shared.admission, !behavior.upgrade_hook);
+    let admitted = AdmittedGuard { admission: &shared.admission, pending: !behavior.upgrade_hook, watch };
     let mut protocol = None;
     // The application's permessage-deflate offer, when it gives one (uWS's res.upgrade argument).
     let mut offer = None;
@@ -616,6 +623,9 @@ async fn accept_upgrade(
     Stats::add(&shared.stats.upgrades_accepted, 1);
     shared.stats.opened();
     let id = ids::take();
+    if watch {
+        shared.admission.watch(id);
+    }
     let conn = Arc::new(Conn::new(id, stream.raw(), behavior, negotiated, shared.stats.clone()));
     conn.greet();
     let info = OpenInfo {
