@@ -8,7 +8,7 @@
 // refused / retried / failed counts and the server's peak RSS (VmHWM). Interleaved rounds, medians.
 //
 //   node bench/storm.js [--new 10000] [--existing 50] [--cost-ms 3] [--sources 8] [--rounds 3]
-//                       [--only native-attach,native-attach-threads,native-attach-noadm,ws,sockjs] [--timeout 120] [--out DIR]
+//                       [--only native-attach,native-attach-threads,native-attach-noadm,uws-proxied,ws,sockjs] [--timeout 120] [--out DIR]
 
 const { spawn } = require('node:child_process');
 const fs = require('node:fs');
@@ -24,13 +24,15 @@ const SERVERS = [
   { name: 'native-attach-lag10', label: 'native (Meteor adapter), admission maxLagMs 10', file: 'native-attach.js', env: { BENCH_ADMISSION: '{"maxLagMs":10}' } },
   { name: 'native-attach-lag5', label: 'native (Meteor adapter), admission maxLagMs 5', file: 'native-attach.js', env: { BENCH_ADMISSION: '{"maxLagMs":5}' } },
   { name: 'native-listen', label: 'native (own listener), admission on', file: 'native-listen.js', env: {} },
+  { name: 'uws-proxied', label: "uWS.js behind Meteor's proxy hop (Meteor's `uws`)", file: 'uws-proxied.js', env: {} },
+  { name: 'uws-direct', label: 'uWS.js direct', file: 'uws-direct.js', env: {} },
   { name: 'ws', label: 'ws', file: 'ws.js', env: {} },
   { name: 'sockjs', label: 'sockjs (Meteor default)', file: 'sockjs.js', env: {} },
 ];
 
 function args() {
   const o = { new: 10000, existing: 50, costMs: 3, sources: 8, rounds: 3, timeout: 120, calm: 3,
-    only: ['native-attach', 'native-attach-threads', 'native-attach-noadm', 'ws', 'sockjs'], out: null };
+    only: ['native-attach', 'native-attach-threads', 'native-attach-noadm', 'uws-proxied', 'ws', 'sockjs'], out: null };
   const a = process.argv.slice(2);
   for (let i = 0; i < a.length; i++) {
     const v = () => a[++i];

@@ -105,6 +105,8 @@ function config(opts) {
     tpInflight: 4,
     tpSeconds: seconds,
     idleClients: smoke ? 20 : 5000,
+    // the idle workload's clients connect this many at a time (a reconnect storm's pace)
+    idleConcurrency: 200,
     fanoutSubscribers: smoke ? 20 : 500,
     fanoutWrites: smoke ? 20 : 200,
     compClients: smoke ? 10 : 50,
@@ -149,6 +151,9 @@ function idleMetrics(rec) {
     after_gc_vs_before: a && g != null ? r3(g / a) : null,
     v8_heap_after_gc_mib: h != null ? r1(h / 1024) : null,
     connect_s: rec.loadgen.connect_s,
+    // accepted connections per second: every client upgraded and DDP-connected, over the time
+    // from the first connect to the last `connected`
+    accepted_per_s: n && rec.loadgen.connect_s ? Math.round(n / rec.loadgen.connect_s) : null,
   };
 }
 const idleBrief = (m) => `${m.kib_per_conn} KiB/conn (RSS ${m.rss_before_mib} → ${m.rss_held_mib} → ${m.rss_after_mib} MiB after` +
@@ -266,7 +271,7 @@ const WORKLOADS = [
     rss: true, // the runner samples the server's RSS before and while the clients are held
     cpuSensitive: false, // RSS, not time: other processes' CPU does not disturb it
     description: 'N DDP-connected idle clients held; server RSS growth per connection',
-    command: (cfg, url) => lg(cfg, 'idle', '--url', url, '--clients', cfg.idleClients, '--hold-seconds', 120),
+    command: (cfg, url) => lg(cfg, 'idle', '--url', url, '--clients', cfg.idleClients, '--concurrency', cfg.idleConcurrency, '--hold-seconds', 120),
     timeoutS: () => 180,
     notApplicable: () => null,
     metrics: idleMetrics,
@@ -395,6 +400,7 @@ function columns(cfg) {
     { workload: 'throughput-coalesced', key: 'server_cpu_us_per_call', label: 'server CPU µs/call, coalesced', better: 'lower', digits: 1 },
     { workload: 'fanout', key: 'p50_ms', label: `fanout ×${cfg.fanoutSubscribers} p50 (ms)`, better: 'lower', digits: 2 },
     { workload: 'fanout', key: 'p99_ms', label: 'fanout p99 (ms)', better: 'lower', digits: 2 },
+    { workload: 'idle', key: 'accepted_per_s', label: `accepted connections/s (${cfg.idleClients} DDP clients, ${cfg.idleConcurrency} at a time)`, better: 'higher', digits: 0 },
     { workload: 'idle', key: 'kib_per_conn', label: `RSS KiB per idle conn (×${cfg.idleClients})`, better: 'lower', digits: 1 },
     { workload: 'idle', key: 'kib_per_conn_gc', label: 'RSS KiB per idle conn, held, after a GC', better: 'lower', digits: 1 },
     { workload: 'idle', key: 'v8_kib_per_conn', label: 'of which live JS objects (V8 heap used) KiB per conn', better: 'lower', digits: 1 },
