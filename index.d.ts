@@ -38,13 +38,14 @@ export interface AppOptions {
   admission?: boolean | AdmissionOptions;
 }
 
-/** Admission control's limits (integers; 0 turns the rate or the pending bound off). Over a
- *  bound an upgrade is held; one that cannot fit within `holdMs` is answered 503 with
- *  `Retry-After`. A quiet server never refuses. */
+/** Admission control's limits (integers; 0 turns a bound off). While JS is behind (its lag, its
+ *  open events not taken, or its admission window of new clients not yet heard from) an upgrade
+ *  is held; one held longer than `holdMs` is answered 503 with `Retry-After`. A server that keeps
+ *  up admits at full speed and never refuses. */
 export interface AdmissionOptions {
-  /** Upgrades admitted per second (0..1e6, default 2000; 0 = no rate bound). */
+  /** A fixed cap on upgrades admitted per second (0..1e6, default 0 = none). */
   upgradesPerSecond?: number;
-  /** Upgrades admitted at once after a quiet period (1..1e6, default 1000). */
+  /** With `upgradesPerSecond`: upgrades admitted at once after a quiet period (1..1e6, default 1000). */
   burst?: number;
   /** Admitted sockets whose open event (or upgrade event, with an `upgrade` hook) JS has not
    *  taken yet; new upgrades wait while this many do (0..1e6, default 256; 0 = no bound). */
