@@ -234,9 +234,11 @@ export interface Stats {
    *  message, same deflate parameters, was already compressed for another socket). */
   compressionsReused: number;
   /** Admission control: whether it bounds upgrades (`on`), upgrades let through, held first
-   *  (whether admitted or refused after), answered 503 + Retry-After; `waiting` (a gauge): admitted
-   *  sockets whose first event JS has not taken yet. */
-  admission: { on: boolean; admitted: number; deferred: number; refused: number; waiting: number };
+   *  (whether admitted or refused after), answered 503 + Retry-After; gauges: `waiting`, admitted
+   *  sockets whose first event JS has not taken yet; `window`, the admission window's size (new
+   *  clients that may be in flight at once); `inFlight`, new clients admitted that JS has not
+   *  heard from yet (their first message or close). */
+  admission: { on: boolean; admitted: number; deferred: number; refused: number; waiting: number; window: number; inFlight: number };
   closesByCode: Record<string, number>;
 }
 

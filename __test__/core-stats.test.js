@@ -17,7 +17,7 @@ test('a fresh app reports all-zero stats with every field present', T, async (t)
   assert.deepEqual(Object.keys(st).sort(), [...FIELDS].sort());
   for (const f of FIELDS) {
     if (f === 'closesByCode') assert.deepEqual(st[f], {});
-    else if (f === 'admission') assert.deepEqual(st[f], { on: true, admitted: 0, deferred: 0, refused: 0, waiting: 0 });
+    else if (f === 'admission') assert.deepEqual(st[f], { on: true, admitted: 0, deferred: 0, refused: 0, waiting: 0, window: 16, inFlight: 0 });
     else assert.equal(st[f], 0, f);
   }
 });

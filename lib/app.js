@@ -388,14 +388,16 @@ class TemplatedApp {
       dropped: s.dropped,
       compressions: s.compressions,
       compressionsReused: s.compressionsReused,
-      // admission control: whether it bounds upgrades; upgrades let through, held first, answered 503 + Retry-After; and the
-      // admitted sockets whose first event JS has not taken yet (a gauge)
+      // admission control: whether it bounds upgrades; upgrades let through, held first, answered 503 + Retry-After; the
+      // admitted sockets whose first event JS has not taken yet, the admission window and the new clients in it (gauges)
       admission: {
         on: s.admissionOn,
         admitted: s.admissionAdmitted,
         deferred: s.admissionDeferred,
         refused: s.admissionRefused,
         waiting: s.admissionWaiting,
+        window: s.admissionWindow,
+        inFlight: s.admissionInFlight,
       },
       closesByCode,
     };

@@ -30,6 +30,8 @@ const FAMILIES = [
   ['admission_deferred_total', 'counter', 'Upgrades admission control held before admitting or refusing them.', (s) => s.admission.deferred],
   ['admission_refused_total', 'counter', 'Upgrades admission control answered 503 with Retry-After.', (s) => s.admission.refused],
   ['admission_waiting', 'gauge', 'Admitted sockets whose first event JS has not taken yet.', (s) => s.admission.waiting],
+  ['admission_window', 'gauge', 'New clients that may be in flight at once (admission window).', (s) => s.admission.window],
+  ['admission_in_flight', 'gauge', 'New clients admitted that JS has not heard from yet.', (s) => s.admission.inFlight],
 ];
 const CLOSES = ['closes_total', 'counter', 'Connections closed, by close code (1005: none given, 1006: abnormal).'];
 
@@ -70,7 +72,7 @@ function registerOpenTelemetry(meter, stats, { prefix = 'ddp_transport_native.' 
   }
   if (typeof prefix !== 'string') throw new TypeError('registerOpenTelemetry: prefix must be a string');
   const otelName = (name) => prefix + name.replace(/_total$/, '').replace(/_/g, '.');
-  const unitOf = (name) => (name.includes('bytes') ? 'By' : '{' + (name.startsWith('connections') || name.startsWith('admission_waiting') ? 'connection' : 'event') + '}');
+  const unitOf = (name) => (name.includes('bytes') ? 'By' : '{' + (name.startsWith('connections') || name.startsWith('admission_waiting') || name.startsWith('admission_in_flight') ? 'connection' : 'event') + '}');
   const instruments = FAMILIES.map(([name, type, help, read]) => {
     const opts = { description: help, unit: unitOf(name) };
     const inst = type === 'counter' ? meter.createObservableCounter(otelName(name), opts) : meter.createObservableGauge(otelName(name), opts);

@@ -159,6 +159,10 @@ pub struct NativeStats {
     pub admission_refused: f64,
     /// admitted sockets whose first event JS has not taken yet
     pub admission_waiting: f64,
+    /// the admission window's size: new clients that may be in flight at once
+    pub admission_window: f64,
+    /// new clients admitted that JS has not heard from yet (their first message or close)
+    pub admission_in_flight: f64,
     /// flat [code, count, code, count, ...]
     pub closes: Vec<f64>,
 }
@@ -464,6 +468,7 @@ impl NativeApp {
         use std::sync::atomic::Ordering::Relaxed;
         let s = self.server()?.stats();
         let adm = self.server()?.admission();
+        let window = adm.window();
         let n = |a: &std::sync::atomic::AtomicU64| a.load(Relaxed) as f64;
         Ok(NativeStats {
             connections: s.connections.load(Relaxed) as f64,
@@ -484,6 +489,8 @@ impl NativeApp {
             admission_deferred: n(&adm.stats.deferred),
             admission_refused: n(&adm.stats.refused),
             admission_waiting: adm.pending() as f64,
+            admission_window: window.0 as f64,
+            admission_in_flight: window.1 as f64,
             closes: s
                 .closes_by_code()
                 .into_iter()

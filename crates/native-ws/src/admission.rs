@@ -168,9 +168,12 @@ impl Admission {
         true
     }
 
-    /// The admission window's size and its clients in flight (for `stats()`).
+    /// The admission window's size and its clients in flight (for `stats()`; the silent ones
+    /// forgotten first).
     pub fn window(&self) -> (u32, u32) {
-        let w = self.window.lock().unwrap();
+        let mut w = self.window.lock().unwrap();
+        w.forget_silent(Instant::now(), false);
+        self.in_flight.store(w.in_flight() as u64, Relaxed);
         (w.size(), w.in_flight())
     }
 
@@ -275,7 +278,9 @@ impl Admission {
         let c = self.config();
         let calm = self.lag() < Duration::from_millis(c.max_lag_ms as u64) / 4;
         let mut w = self.window.lock().unwrap();
-        if w.heard(id, calm, Instant::now()) {
+        let before = w.in_flight();
+        w.heard(id, calm, Instant::now());
+        if w.in_flight() < before {
             self.in_flight.store(w.in_flight() as u64, Relaxed);
             self.room_made.notify_one();
         }

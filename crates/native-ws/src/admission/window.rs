@@ -35,11 +35,13 @@ pub struct Window {
     used_at: Option<Instant>,
     /// the consumer was behind at the last look (the window halves on the way in)
     behind: bool,
+    /// when the silent clients were last forgotten
+    swept_at: Option<Instant>,
 }
 
 impl Window {
     pub fn new() -> Window {
-        Window { size: INITIAL, unnamed: 0, named: HashMap::new(), used_at: None, behind: false }
+        Window { size: INITIAL, unnamed: 0, named: HashMap::new(), used_at: None, behind: false, swept_at: None }
     }
 
     pub fn size(&self) -> u32 {
@@ -64,13 +66,19 @@ impl Window {
             self.size = INITIAL;
         }
         if self.in_flight() >= self.size {
-            let before = self.named.len();
-            self.named.retain(|_, &mut since| now.duration_since(since) < SILENCE);
-            if calm {
-                self.size = (self.size + (before - self.named.len()) as u32).min(MAX);
-            }
+            self.forget_silent(now, calm);
         }
         self.in_flight() < self.size
+    }
+
+    /// Forget the clients silent for [`SILENCE`] (growing by as many when `calm`).
+    pub fn forget_silent(&mut self, now: Instant, calm: bool) {
+        let before = self.named.len();
+        self.named.retain(|_, &mut since| now.duration_since(since) < SILENCE);
+        if calm {
+            self.size = (self.size + (before - self.named.len()) as u32).min(MAX);
+        }
+        self.swept_at = Some(now);
     }
 
     /// One more client admitted.
@@ -93,14 +101,17 @@ impl Window {
     /// The consumer heard from connection `id` (if it was in flight); `calm`: its lag is under a
     /// quarter of the bound. True when `id` was in flight.
     pub fn heard(&mut self, id: u32, calm: bool, now: Instant) -> bool {
-        if self.named.remove(&id).is_none() {
-            return false;
-        }
-        if calm && (self.in_flight() + 1) * 2 >= self.size {
+        let known = self.named.remove(&id).is_some();
+        if known && calm && (self.in_flight() + 1) * 2 >= self.size {
             self.size = (self.size + 1).min(MAX);
             self.used_at = Some(now);
         }
-        true
+        // silent clients do not stay in flight for long after a storm: while they do, the
+        // consumer reports every message
+        if self.swept_at.is_none_or(|t| now.duration_since(t) >= SILENCE) {
+            self.forget_silent(now, calm);
+        }
+        known
     }
 
     /// Whether the consumer's lag is over half its bound now: the window halves each time it
