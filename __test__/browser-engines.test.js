@@ -21,6 +21,8 @@ const { App } = require('..');
 const fs = require('node:fs');
 const { ENGINES, MISSING, engineUnavailable, launchEngine } = require('./helpers/engines');
 const { PAGE_HTML, digest } = require('./helpers/ws-page');
+const { standinHtml } = require('./helpers/meteor-standin-page');
+const { openPage } = require('../scripts/meteor-app-e2e/browser');
 
 const MiB = 1024 * 1024;
 const SIZES = [0, 1, 125, 126, 1023, 1024, 65535, 65536, MiB + 3, 4 * MiB];
@@ -105,8 +107,12 @@ async function startServer({ shape, deflate, name }) {
   let port;
   if (shape === 'attached') {
     server = http.createServer((req, res) => {
+      if (req.url.startsWith('/sockjs/')) {
+        res.writeHead(200, { 'content-type': 'application/json' });
+        return res.end('{}');
+      }
       res.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
-      res.end(PAGE_HTML);
+      res.end(req.url.startsWith('/meteor-standin') ? standinHtml('/ws/meteor-standin') : PAGE_HTML);
     });
     app.attach(server);
     await new Promise((resolve, reject) => { server.once('error', reject); server.listen(0, '127.0.0.1', resolve); });
@@ -291,8 +297,33 @@ for (const engine of ENGINES) {
       });
     });
 
-    test(`${engine}, io ${IO}: the page keeps working after every case (one page for the suite)`, async () => {
-      assert.equal(await run(() => document.readyState), 'complete');
+    // Last: it navigates the page away. The real-app suite drives Meteor's client in each engine
+    // through this driver (npm run test:meteor-app); here on a stand-in of its page.
+    test(`${engine}, io ${IO}: the real-app suite's page driver (scripts/meteor-app-e2e/browser.js) on a stand-in page`, async (t) => {
+      const s = servers[0];
+      const base = `http://127.0.0.1:${s.port}/meteor-standin`;
+      const p = await openPage(driver, base);
+      const wsUrl = `ws://127.0.0.1:${s.port}/ws/meteor-standin`;
+      assert.deepEqual(p.sockets.map((x) => [x.url, x.status]), [[wsUrl, 101]], 'the page\'s sockets');
+      assert.match(p.sockets[0].extensions, /^permessage-deflate\b/);
+      assert.deepEqual(await p.call('echo', 'héllo ✓ 😀'), { via: 'websocket', name: 'echo', args: ['héllo ✓ 😀'] });
+      assert.deepEqual((await p.state()).config, { DISABLE_SOCKJS: true, DDP_TRANSPORT: 'native' });
+      assert.deepEqual(p.requests.filter((u) => /\/sockjs\//.test(u)), []);
+      // A reload (as a hot code push makes): the sockets of both loads are kept.
+      await p.evaluate(() => { window.e2eOld = true; setTimeout(() => location.reload(), 0); return true; });
+      await p.waitFor(() => !window.e2eOld && window.e2e && window.e2e.status().connected, null, 'reloaded and connected', 20000);
+      assert.deepEqual(p.sockets.map((x) => [x.url, x.status]), [[wsUrl, 101], [wsUrl, 101]], 'sockets across two loads');
+      await p.close();
+      // The WebSocket constructor throws: ddp-transport-native's fallback script hands over to SockJS.
+      const q = await openPage(driver, base, { breakWebSocket: true });
+      assert.deepEqual(q.sockets, []);
+      const warned = q.consoleLines.find((l) => l.startsWith('ddp-transport-native: new WebSocket() failed'));
+      assert.ok(warned, `the fallback's console line: ${JSON.stringify(q.consoleLines)}`);
+      assert.ok(q.requests.some((u) => u === `http://127.0.0.1:${s.port}/sockjs/info?cb=standin`), `requests ${JSON.stringify(q.requests)}`);
+      assert.deepEqual((await q.state()).config, { DISABLE_SOCKJS: false, DDP_TRANSPORT: 'sockjs' });
+      assert.deepEqual(await q.call('echo', 1), { via: 'sockjs', name: 'echo', args: [1] });
+      await q.close();
+      t.diagnostic(`${engine}: "${warned}"`);
     });
   });
 }
