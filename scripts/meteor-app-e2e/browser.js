@@ -27,9 +27,10 @@ async function launch() {
 /** A driver on one page of an open Chromium context (launch()'s), for the engine-neutral path. */
 async function contextDriver(context, source) {
   const page = await context.newPage();
+  const ua = await page.evaluate(() => navigator.userAgent);
   return {
     name: 'chromium',
-    version: `Chromium ${context.browser() ? context.browser().version() : ''}`.trim(),
+    version: `Chromium ${ua.replace(/^.*Chrome\/(\S+).*$/, '$1')}`,
     source,
     goto: async (url) => { await page.goto(url, { waitUntil: 'load', timeout: WAIT_MS }); },
     evaluate: (fn, arg) => page.evaluate(fn, arg),
