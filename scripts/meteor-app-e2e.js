@@ -1,8 +1,10 @@
 'use strict';
 // The real-app suite: real Meteor apps, built by Meteor's own tool from a checkout of
 // meteor/meteor, with ddp-transport-native installed from a registry as users install it, driven
-// through Meteor's own client in headless Chromium. Not part of `npm test` or CI: it needs a
-// clone of Meteor's repository.
+// through Meteor's own client in the browser engines Meteor apps meet: Chromium, Firefox and
+// WebKit (__test__/helpers/engines.js; Firefox and WebKit from Debian packages, each skipped with
+// the reason where it cannot run). Not part of `npm test` or CI: it needs a clone of Meteor's
+// repository.
 //
 //   npm run test:meteor-app -- --meteor <meteor/meteor git dir> [options]
 //
@@ -21,6 +23,8 @@
 //   --work DIR        cache and work dir (default .cache/meteor-app-e2e: dev bundles per commit)
 //   --no-dist         use the tarballs already in dist/ (default: npm run dist for linux-x64-gnu
 //                     and darwin-arm64 first, cargo's incremental build)
+//   --engines LIST    the engines of the app checks: some of chromium, firefox, webkit (default:
+//                     all three; the other checks drive Chromium)
 //
 // What it does, per Meteor commit: checkout + offline dev bundle (cached per commit; devbundle.js),
 // a local registry (verdaccio on 127.0.0.1) serving the project's dist/ tarballs and proxying
@@ -28,8 +32,8 @@
 //   npm        the package from the registry + `import 'ddp-transport-native/meteor/auto'`
 //   atmosphere the project's Atmosphere package in packages/, `meteor add ddp-transport-native`
 //   blaze      `meteor create --blaze` (a UI framework) with the import line
-// built with `meteor build --directory`, run as Meteor Up runs a bundle, and checked (checks.js):
-// startup line, raw WebSocket to /websocket with permessage-deflate, method, subscription
+// built with `meteor build --directory`, run as Meteor Up runs a bundle, and checked (checks.js;
+// the browser checks in each engine, reported per engine): startup line, raw WebSocket to /websocket with permessage-deflate, method, subscription
 // (added/changed/removed), server restart (reconnect + resubscribe), hot code push, a page whose
 // WebSocket constructor throws (SockJS fallback), SERVER_WEBSOCKET_COMPRESSION=0,
 // DDP_TRANSPORT_NATIVE=0, a settings error; server to server (s2s); a bundle built on a Mac
@@ -48,11 +52,13 @@ const pkg = require('../package.json');
 const { DIST_TARGETS } = require('./meteor-app-e2e/dist-registry');
 
 const DEFAULT_REFS = ['release/METEOR@3.0.4', 'dev-bundle-22.9.0.0'];
+const ENGINES = ['chromium', 'firefox', 'webkit']; // browser.js's, without loading it here
 const ALL = ['npm', 'atmosphere', 'blaze', 's2s', 'deploy', 'dev', 'meteor-tests'];
 const OPTIONAL = ['overlay35'];
 
 function parseArgs(argv) {
-  const o = { meteor: null, repos: null, refs: DEFAULT_REFS, only: ALL, work: path.join(ROOT, '.cache', 'meteor-app-e2e'), dist: true, meteor35Src: null };
+  const o = { meteor: null, repos: null, refs: DEFAULT_REFS, only: ALL, work: path.join(ROOT, '.cache', 'meteor-app-e2e'), dist: true, meteor35Src: null,
+    engines: ENGINES };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     const next = () => {
@@ -66,9 +72,11 @@ function parseArgs(argv) {
     else if (a === '--work') o.work = path.resolve(next());
     else if (a === '--no-dist') o.dist = false;
     else if (a === '--meteor35-src') o.meteor35Src = path.resolve(next());
+    else if (a === '--engines') o.engines = next().split(',').filter(Boolean);
     else throw new Error(`unknown option ${a} (see the top of ${path.relative(process.cwd(), __filename)})`);
   }
   for (const x of o.only) if (![...ALL, ...OPTIONAL].includes(x)) throw new Error(`--only: ${x} is not one of ${[...ALL, ...OPTIONAL].join(', ')}`);
+  for (const x of o.engines) if (!ENGINES.includes(x)) throw new Error(`--engines: ${x} is not one of ${ENGINES.join(', ')}`);
   if (o.only.includes('overlay35') && !o.meteor35Src) throw new Error('--only overlay35 needs --meteor35-src DIR (Meteor 3.5\'s packages/ddp-server)');
   return o;
 }
@@ -79,9 +87,11 @@ function gitDir(dir) {
 
 const NEEDS = `test:meteor-app needs a clone of meteor/meteor (its git dir), and clones of
 meteor/node-source-map-support, meteor/fstream, meteor/node-kexec and meteor/blaze laid out as
-<dir>/<owner>+<repo>/repo two levels above it (or --repos <dir>); Rust and cargo-zigbuild (npm run dist), Chromium from
-npm (devDependency @sparticuz/chromium), ~6 GB of disk and 30-40 min on 2 cores for two Meteor
-lines (dev bundles are cached per commit). Run:
+<dir>/<owner>+<repo>/repo two levels above it (or --repos <dir>); Rust and cargo-zigbuild (npm
+run dist), Chromium from npm (devDependency @sparticuz/chromium), Firefox and WebKit from Debian
+(apt-get install -y firefox-esr webkit2gtk-driver xvfb; an engine that is missing is skipped,
+saying so), ~6 GB of disk and 30-40 min on 2 cores for two Meteor lines (dev bundles are cached
+per commit). Run:
   npm run test:meteor-app -- --meteor <dir of meteor/meteor>
 Nothing was run.`;
 
@@ -128,10 +138,12 @@ async function main() {
   log(`local registry ${registry.url}: ${registry.tarballs.map((f) => path.basename(f)).join(', ')}; other packages proxied`);
 
   let chromium = null;
+  let engines = [];
   const lines = [];
   try {
     chromium = await browser.launch();
     log(`browser: ${chromium.source}`);
+    engines = await browser.launchEngines(o.engines, { chromium, log });
     for (const ref of o.refs) {
       const lineStarted = Date.now();
       const line = prepareMeteor({ gitDir: meteorGit, ref, cacheDir: o.work, gitDirOf, log });
@@ -147,7 +159,7 @@ async function main() {
       fs.mkdirSync(work, { recursive: true });
       fs.mkdirSync(logDir, { recursive: true });
       const tag = ref.replace(/^release\/METEOR@/, '');
-      const env = { context: chromium.context, line, results, logDir };
+      const env = { context: chromium.context, engines, line, results, logDir };
 
       /** Creates, builds (client v1 and v2) and installs one app; null when that failed. */
       const made = {};
@@ -200,18 +212,20 @@ async function main() {
       log(`Meteor ${ref}: ${Math.round((Date.now() - lineStarted) / 1000)} s`);
     }
   } finally {
+    for (const e of engines) if (e.driver && e.name !== 'chromium') await e.driver.close().catch(() => {});
     if (chromium) await chromium.close().catch(() => {});
     registry.stop();
   }
 
   const rows = results.rows;
   const table = ['| Meteor | app | check | result |', '|---|---|---|---|',
-    ...rows.map((r) => `| ${r.scope.split(' ')[0]} | ${r.scope.split(' ').slice(1).join(' ')} | ${r.name} | ${r.ok ? 'pass' : 'FAIL'}: ${r.detail.replace(/\|/g, '\\|')} |`)];
+    ...rows.map((r) => `| ${r.scope.split(' ')[0]} | ${r.scope.split(' ').slice(1).join(' ')} | ${r.name} | ${r.skipped ? 'skipped' : r.ok ? 'pass' : 'FAIL'}: ${r.detail.replace(/\|/g, '\\|')} |`)];
   const summary = [
     `# test:meteor-app ${new Date().toISOString()}`,
     '',
     ...lines.map((l) => `- ${l.ref} = ${l.commit} (meteor-tool ${l.tool}, Node ${l.node}, npm ${l.npm})`),
     `- ${pkg.name} ${pkg.version} from dist/ (${DIST_TARGETS.join(', ')}) through a local registry; Chromium: ${chromium ? chromium.source : 'none'}`,
+    ...engines.map((e) => `- app checks in ${e.name}: ${e.skipped ? `skipped (${e.skipped})` : `${e.driver.version} from ${e.driver.source}`}`),
     `- ${Math.round((Date.now() - started) / 1000)} s in all`,
     '',
     ...table,
@@ -221,8 +235,9 @@ async function main() {
   fs.writeFileSync(path.join(runDir, 'results.json'), JSON.stringify({ lines, rows }, null, 2));
   console.log(`\n${summary}`);
   const failed = rows.filter((r) => !r.ok).length;
+  const skipped = rows.filter((r) => r.skipped).length;
   console.log(`results: ${path.join(runDir, 'results.md')}`);
-  console.log(`${rows.length - failed} passed, ${failed} failed`);
+  console.log(`${rows.length - failed - skipped} passed, ${failed} failed${skipped ? `, ${skipped} skipped` : ''}`);
   return failed ? 1 : 0;
 }
 

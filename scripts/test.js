@@ -16,10 +16,11 @@ const ROOT = path.join(__dirname, '..');
 const TESTS = path.join(ROOT, '__test__');
 
 // The suites only `npm run test:all` runs, and why: each drives a browser or a proxy (Chromium,
-// nginx, HAProxy) or runs long on its own. docs/testing.md has each suite's time.
+// Firefox, WebKit, nginx, HAProxy) or runs long on its own. docs/testing.md has each suite's time.
 const ONLY_IN_ALL = {
   'bench-smoke.test.js': 'every benchmark server and workload once',
   'browser-demo.test.js': 'headless Chromium',
+  'browser-engines.test.js': 'Chromium, Firefox and WebKit (~30 s per I/O mode)',
   'fairness.test.js': 'saturates the server',
   'memory.test.js': 'RSS after 5,000-connection bursts',
   'proxy-attach.test.js': 'HAProxy in front',

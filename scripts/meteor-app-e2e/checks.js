@@ -1,6 +1,7 @@
 'use strict';
-// The checks a Meteor developer would make on a real app that imports ddp-transport-native, in
-// headless Chromium through Meteor's own client, plus the server's own log and exit.
+// The checks a Meteor developer would make on a real app that imports ddp-transport-native,
+// through Meteor's own client in each browser engine (Chromium, Firefox, WebKit: browser.js), plus
+// the server's own log and exit.
 
 const path = require('node:path');
 const { openPage } = require('./browser');
@@ -34,6 +35,12 @@ class Results {
     this.log(`${ok ? 'ok  ' : 'FAIL'} ${scope}: ${name}${row.detail ? ` — ${row.detail}` : ''}`);
     return ok;
   }
+
+  /** A check that could not run here, with the reason (neither passed nor failed). */
+  skip(scope, name, why) {
+    this.rows.push({ scope, name, ok: true, skipped: true, detail: why, ms: 0 });
+    this.log(`skip ${scope}: ${name} — ${why}`);
+  }
 }
 
 function assert(cond, message) {
@@ -66,8 +73,26 @@ async function assertNativePage(page, port) {
   return summary;
 }
 
-/** The checks on one app: `bundles.v1` (client v1), `bundles.v2` (the same app, client v2). */
-async function appChecks({ results, context, line, scope, bundles, logDir }) {
+/**
+ * The checks on one app: `bundles.v1` (client v1), `bundles.v2` (the same app, client v2), in each
+ * of `engines` ([{ name, driver, skipped }], browser.js's launchEngines()): every browser check
+ * runs in every engine, scope "<scope> <engine>"; the server-only checks (startup line, the
+ * settings error) run with the first engine. An engine that cannot run here is reported skipped.
+ */
+async function appChecks({ results, engines, line, scope, bundles, logDir }) {
+  let first = true;
+  for (const { name, driver, skipped } of engines) {
+    const engineScope = `${scope} ${name}`;
+    if (skipped) {
+      results.skip(engineScope, 'the app checks in this engine', skipped);
+      continue;
+    }
+    await appChecksIn({ results, target: driver, line, scope: engineScope, bundles, logDir, serverChecks: first });
+    first = false;
+  }
+}
+
+async function appChecksIn({ results, target, line, scope, bundles, logDir, serverChecks }) {
   const check = (name, fn) => results.check(scope, name, fn);
   const logOf = (what) => path.join(logDir, `${scope.replace(/\W+/g, '-')}-${what}.log`);
   const port = await freePort();
@@ -79,13 +104,15 @@ async function appChecks({ results, context, line, scope, bundles, logDir }) {
   };
   try {
     server = await startBundle(line, bundles.v1, { port, logFile: logOf('server') });
-    await check('startup line', async () => {
-      const m = STARTUP_LINE.exec(server.output());
-      assert(m, `no startup line in ${server.logFile}`);
-      return m[0];
-    });
+    if (serverChecks) {
+      await check('startup line', async () => {
+        const m = STARTUP_LINE.exec(server.output());
+        assert(m, `no startup line in ${server.logFile}`);
+        return m[0];
+      });
+    }
     await check('page connects over a raw WebSocket to /websocket, permessage-deflate negotiated', async () => {
-      page = await openPage(context, server.url);
+      page = await openPage(target, server.url);
       return await assertNativePage(page, port);
     });
     if (!page) throw new Error('no page: the remaining checks of this app need one');
@@ -130,7 +157,7 @@ async function appChecks({ results, context, line, scope, bundles, logDir }) {
     await page.close();
     page = null;
     await check('a page whose WebSocket constructor throws falls back to SockJS and works', async () => {
-      page = await openPage(context, server.url, { breakWebSocket: true });
+      page = await openPage(target, server.url, { breakWebSocket: true });
       const transport = await page.call('transport');
       assert(transport.protocol && transport.protocol !== 'websocket-raw', `session socket ${JSON.stringify(transport)}`);
       assert(sockjsRequests(page).length > 0, 'no /sockjs request');
@@ -149,7 +176,7 @@ async function appChecks({ results, context, line, scope, bundles, logDir }) {
       server = await startBundle(line, bundles.v1, { port, env: { SERVER_WEBSOCKET_COMPRESSION: '0' }, logFile: logOf('server-nocompression') });
       const m = STARTUP_LINE.exec(server.output());
       assert(m && m[0].includes('compression off'), `startup line: ${m && m[0]}`);
-      page = await openPage(context, server.url);
+      page = await openPage(target, server.url);
       assert(page.sockets[0].extensions === '', `extensions "${page.sockets[0].extensions}"`);
       const summary = await assertNative(page, port);
       await page.close();
@@ -160,7 +187,7 @@ async function appChecks({ results, context, line, scope, bundles, logDir }) {
     await check('DDP_TRANSPORT_NATIVE=0: SockJS serves, one line says so', async () => {
       server = await startBundle(line, bundles.v1, { port, env: { DDP_TRANSPORT_NATIVE: '0' }, logFile: logOf('server-off') });
       assert(server.output().includes(OFF_LINE), `no "${OFF_LINE}" line`);
-      page = await openPage(context, server.url);
+      page = await openPage(target, server.url);
       const s = await page.state();
       assert(!s.config.DISABLE_SOCKJS, `runtime config ${JSON.stringify(s.config)}`);
       const transport = await page.call('transport');
@@ -171,7 +198,7 @@ async function appChecks({ results, context, line, scope, bundles, logDir }) {
       return `SockJS ${transport.protocol} (${transport.url})`;
     });
     await stop();
-    await check('a settings error stops the app with its message', async () => {
+    if (serverChecks) await check('a settings error stops the app with its message', async () => {
       const r = await startBundle(line, bundles.v1, { port, env: { METEOR_SETTINGS: BAD_SETTINGS }, logFile: logOf('server-bad-settings'), expectExit: true });
       const out = r.output();
       assert(r.code !== 0 && r.code !== null, `exit ${r.code} ${r.signal || ''}`);
