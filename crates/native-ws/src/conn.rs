@@ -20,6 +20,14 @@ use std::sync::atomic::{AtomicU32, AtomicU8, AtomicUsize, Ordering::*};
 use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
+/// A driver that serves its connections on a thread of its own and is woken per connection (the
+/// inline driver). A connection without one is served by the threaded driver, woken through
+/// [`Conn::wake`]. The connection knows its driver only through this.
+pub(crate) trait Driver: Send + Sync {
+    /// `id`'s connection needs the driver: its control bits, or reading may resume.
+    fn raise(&self, id: u32);
+}
+
 /// `send` results, as uWebSockets.js defines them.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u32)]
@@ -51,11 +59,10 @@ pub struct Conn {
     /// bytes queued in user space and not yet taken by the kernel
     buffered: AtomicUsize,
     pub(crate) ctl: AtomicU8,
-    /// wakes the threaded driver's task (see `task::threaded`)
+    /// wakes the threaded driver's task
     pub(crate) wake: Notify,
-    /// set when the inline driver serves this connection: it is woken through this instead
-    #[cfg(target_os = "linux")]
-    pub(crate) inline: std::sync::OnceLock<Arc<crate::inline::Signal>>,
+    /// set when another driver serves this connection: it is woken through that instead
+    pub(crate) driver: std::sync::OnceLock<Arc<dyn Driver>>,
     timeout_ms: AtomicU32,
 }
 
@@ -83,8 +90,7 @@ impl Conn {
             buffered: AtomicUsize::new(0),
             ctl: AtomicU8::new(0),
             wake: Notify::new(),
-            #[cfg(target_os = "linux")]
-            inline: std::sync::OnceLock::new(),
+            driver: std::sync::OnceLock::new(),
         }
     }
 
@@ -99,9 +105,8 @@ impl Conn {
 
     /// Wake the driver serving this connection.
     fn notify(&self) {
-        #[cfg(target_os = "linux")]
-        if let Some(signal) = self.inline.get() {
-            signal.raise(self.id);
+        if let Some(driver) = self.driver.get() {
+            driver.raise(self.id);
             return;
         }
         self.wake.notify_one();

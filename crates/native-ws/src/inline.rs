@@ -23,7 +23,7 @@
 //! [`looks`]): each is decided in the turn its bytes arrive, on the consumer's thread.
 
 use crate::codec;
-use crate::conn::Conn;
+use crate::conn::{Conn, Driver};
 use crate::admission::Backlog;
 use crate::handler::{Handler, OpenInfo};
 use crate::peek::{Claim, Verdict};
@@ -88,13 +88,14 @@ pub struct Signal {
     epoch: std::time::Instant,
 }
 
-impl Signal {
-    /// `id`'s connection needs the driver (its control bits, or reading may resume).
-    pub(crate) fn raise(&self, id: u32) {
+impl Driver for Signal {
+    fn raise(&self, id: u32) {
         self.raised.lock().unwrap().push(id);
         self.wake();
     }
+}
 
+impl Signal {
     /// The server shut down: connections handed over from now on are closed; the driver's next
     /// turn drops the ones it serves.
     pub(crate) fn close(&self) {
@@ -177,7 +178,7 @@ pub(crate) fn hand_over(
 ) {
     match stream.into_fd() {
         Ok(fd) if signal.is_open() => {
-            let _ = conn.inline.set(signal.clone());
+            let _ = conn.driver.set(signal.clone());
             signal.adopted.lock().unwrap().push(Adopted { conn, fd, hello, initial, info });
             signal.wake();
         }

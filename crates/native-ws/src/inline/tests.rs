@@ -62,7 +62,7 @@ fn connect(driver: &Inline, id: u32, behavior: Behavior) -> (Arc<Conn>, UnixStre
     ours.set_nonblocking(true).unwrap();
     let fd = OwnedFd::from(ours);
     let conn = Arc::new(Conn::new(id, fd.as_raw_fd(), Arc::new(behavior), None, Arc::new(Stats::default())));
-    let _ = conn.inline.set(driver.signal());
+    let _ = conn.driver.set(driver.signal());
     let info = OpenInfo { route: 0, token: 0, url: "/".into(), headers: vec![], remote: None, proxied: None, protocol: String::new(), extensions: String::new() };
     driver.signal.adopted.lock().unwrap().push(Adopted { conn: conn.clone(), fd, hello: Vec::new(), initial: Vec::new(), info });
     driver.signal.wake();

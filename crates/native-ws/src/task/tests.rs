@@ -31,7 +31,8 @@ async fn connection_task_stays_small() {
     assert!(size <= 1040, "connection task future grew to {size} bytes");
     // 264 since the pending pong got its own buffer (the ping-flood fix); 256 with the shared
     // frames (the queue's inserts and cursor, +24; no separate job list or partial count, −8).
-    // 272 with the inline driver's wake handle (+8).
-    assert!(std::mem::size_of::<Conn>() <= 272);
+    // 272 with the inline driver's wake handle (+8). 280: that handle is a `conn::Driver` trait
+    // object (+8 for its vtable pointer), so the connection does not depend on the inline driver.
+    assert!(std::mem::size_of::<Conn>() <= 280);
     drop(fut);
 }
