@@ -171,4 +171,4 @@ async function launchChromium({ timeout = 60000 } = {}) {
   }
 }
 
-module.exports = { findChromium, launchChromium };
+module.exports = { findChromium, launchChromium, isExecutable };

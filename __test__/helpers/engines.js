@@ -23,9 +23,9 @@
 const fs = require('node:fs');
 const os = require('node:os');
 const path = require('node:path');
-const net = require('node:net');
 const { spawn } = require('node:child_process');
-const { launchChromium } = require('./browser');
+const { launchChromium, isExecutable } = require('./browser');
+const { freePort } = require('./common');
 
 const ENGINES = ['chromium', 'firefox', 'webkit'];
 const FIREFOX = process.env.FIREFOX_PATH || '/usr/bin/firefox-esr';
@@ -34,15 +34,6 @@ const MINIBROWSER_DIRS = ['/usr/lib/x86_64-linux-gnu', '/usr/lib/aarch64-linux-g
   .map((d) => path.join(d, 'webkit2gtk-4.1', 'MiniBrowser'));
 const XVFB_RUN = '/usr/bin/xvfb-run';
 
-function isExecutable(file) {
-  try {
-    if (!fs.statSync(file).isFile()) return false;
-    fs.accessSync(file, fs.constants.X_OK);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 const miniBrowser = () => MINIBROWSER_DIRS.find(isExecutable) || null;
 
@@ -144,17 +135,6 @@ async function launchFirefoxDriver({ timeout }) {
 }
 
 // ---- WebKit: WebKitWebDriver + MiniBrowser under xvfb-run, plain WebDriver HTTP ---------------
-
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const { port } = s.address();
-      s.close(() => resolve(port));
-    });
-  });
-}
 
 /** A WebDriver command: resolves `value`, throws the driver's error (with its message). */
 async function wd(base, method, route, body, ms) {

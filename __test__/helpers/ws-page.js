@@ -6,24 +6,16 @@
 // source of pageHarness() below; it uses only what every engine has (no secure-context APIs).
 
 /* global window, WebSocket, TextEncoder */
+/* the page's script also holds fnv1a() (below) */
 function pageHarness() {
   const enc = new TextEncoder();
 
-  /** FNV-1a, 32 bits, over bytes: the same function as fnv1a() in Node below. */
-  function fnv(bytes) {
-    let h = 0x811c9dc5;
-    for (let i = 0; i < bytes.length; i++) {
-      h ^= bytes[i];
-      h = Math.imul(h, 0x01000193) >>> 0;
-    }
-    return h.toString(16).padStart(8, '0');
-  }
   const bytesOf = (data) => (typeof data === 'string' ? enc.encode(data) : new Uint8Array(data));
   const hex = (u8) => Array.from(u8, (b) => b.toString(16).padStart(2, '0')).join('');
   /** What the test compares: byte length, hash, the first and last 8 bytes. */
   function digest(data) {
     const b = bytesOf(data);
-    return { len: b.length, fnv: fnv(b), head: hex(b.subarray(0, 8)), tail: hex(b.subarray(Math.max(0, b.length - 8))) };
+    return { len: b.length, fnv: fnv1a(b), head: hex(b.subarray(0, 8)), tail: hex(b.subarray(Math.max(0, b.length - 8))) };
   }
 
   /** xorshift32: the same payloads in every engine and every run. */
@@ -177,7 +169,7 @@ function pageHarness() {
     for (;;) {
       const d = await s.next(60000);
       if (d === null || d === 'push-done') break;
-      if (typeof d === 'string') texts.push({ n: Number(d.split(' ')[1]), len: enc.encode(d).length, fnv: fnv(enc.encode(d)) });
+      if (typeof d === 'string') texts.push({ n: Number(d.split(' ')[1]), len: enc.encode(d).length, fnv: fnv1a(enc.encode(d)) });
       else bin = digest(d);
     }
     const ms = Math.round(performance.now() - started);
@@ -205,11 +197,12 @@ function pageHarness() {
   window.h = { echo, burst, push, serverClose, clientClose, ready: true };
 }
 
-/** The same FNV-1a as the page's, over a Buffer. */
-function fnv1a(buf) {
+/** FNV-1a, 32 bits, over bytes (a Buffer in Node, a Uint8Array in the page: the page gets this
+ *  function's source beside pageHarness()'s). */
+function fnv1a(bytes) {
   let h = 0x811c9dc5;
-  for (let i = 0; i < buf.length; i++) {
-    h ^= buf[i];
+  for (let i = 0; i < bytes.length; i++) {
+    h ^= bytes[i];
     h = Math.imul(h, 0x01000193) >>> 0;
   }
   return h.toString(16).padStart(8, '0');
@@ -224,6 +217,7 @@ function digest(buf) {
 }
 
 const PAGE_HTML = `<!doctype html><html><head><meta charset="utf-8"><title>engines</title></head>
-<body><p>ddp-transport-native: browser engines</p><script>(${pageHarness.toString()})();</script></body></html>`;
+<body><p>ddp-transport-native: browser engines</p><script>${fnv1a.toString()}
+(${pageHarness.toString()})();</script></body></html>`;
 
 module.exports = { PAGE_HTML, fnv1a, digest };
