@@ -9,8 +9,8 @@
 //   npm run test:meteor-app -- --meteor <meteor/meteor git dir> [options]
 //
 //   --meteor DIR      a clone of meteor/meteor (bare or not)
-//   --repos DIR       where the other clones are (<dir>/<owner>+<repo>/repo; default two levels above --meteor)
-//                     (OWNER+REPO/repo); default: two levels above --meteor. Needed:
+//   --repos DIR       where the other clones are, as <dir>/<owner>+<repo>/repo (default: two
+//                     levels above --meteor). Needed:
 //                     meteor/node-source-map-support, meteor/fstream, meteor/node-kexec (the dev
 //                     bundle's github.com dependencies) and meteor/blaze (the Blaze app)
 //   --refs A,B        Meteor commits to run (default: release/METEOR@3.0.4 and the newest commit
